@@ -1,0 +1,49 @@
+"""One error tree for the whole system; transports map these to exit codes / HTTP statuses."""
+
+from __future__ import annotations
+
+
+class ConductorError(Exception):
+    """Base of every error this project raises on purpose."""
+
+
+class ConfigError(ConductorError):
+    """Settings or a pool file are invalid."""
+
+
+class PlanParseError(ConductorError):
+    """The Conductor's completion holds no valid workflow."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+class WorkerCallError(ConductorError):
+    """A model call failed after its retries (and fallbacks)."""
+
+    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class BudgetExceeded(ConductorError):
+    """A job ran out of its model-call, token or cost budget."""
+
+
+class InputError(ConductorError):
+    """A problem file or line cannot be read."""
+
+
+class NotFound(ConductorError):
+    """A job, batch or other record does not exist."""
+
+
+class VerifierError(ConductorError):
+    """A verifier could not reach a verdict."""
+
+
+class TrainingError(ConductorError):
+    """Dataset export or GRPO training failed."""

@@ -1,0 +1,162 @@
+"""In-process transformers backend for small local models, registered as a litellm provider.
+
+Model strings look like `local/<path-to-model-dir>`; calls go through `litellm.completion`
+like any hosted model, so there is one code path. Completions carry the sampled token ids
+and per-token logprobs in the OpenAI shape, with tokens written `token_id:N` (the same
+convention vLLM uses with `return_tokens_as_token_ids`), so the trace store reads both alike.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import litellm
+from litellm import CustomLLM
+from litellm.types.utils import ChoiceLogprobs, Choices, Message, ModelResponse, Usage
+
+PROVIDER = "local"
+
+
+@dataclass
+class Generation:
+    text: str
+    token_ids: list[int]
+    logprobs: list[float]
+    prompt_tokens: int
+    finish_reason: str
+
+
+class LocalModel:
+    """One loaded model; generation is serialised because CPU torch already uses every core."""
+
+    def __init__(self, path: str) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.path = path
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        self.model.eval()
+        self.lock = threading.Lock()
+        self._torch = torch
+
+    def generate(
+        self, messages: list[dict], *, max_tokens: int = 256, temperature: float = 0.0, seed: int | None = None
+    ) -> Generation:
+        torch = self._torch
+        prompt_ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+        if not isinstance(prompt_ids, torch.Tensor):
+            prompt_ids = prompt_ids["input_ids"]
+        do_sample = temperature > 0
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": max_tokens,
+            "do_sample": do_sample,
+            "output_logits": True,
+            "return_dict_in_generate": True,
+            "pad_token_id": self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+        }
+        if do_sample:
+            kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
+        with self.lock, torch.inference_mode():
+            if seed is not None:
+                torch.manual_seed(seed)
+            out = self.model.generate(prompt_ids, attention_mask=torch.ones_like(prompt_ids), **kwargs)
+        new_ids = out.sequences[0, prompt_ids.shape[1] :].tolist()
+        # Behaviour logprobs under the raw model (temperature 1), as vLLM reports them:
+        # that is the distribution a GRPO importance ratio is taken against.
+        logprobs = [
+            float(torch.log_softmax(step_logits[0].float(), dim=-1)[tok])
+            for step_logits, tok in zip(out.logits, new_ids)
+        ]
+        eos = self.tokenizer.eos_token_id
+        finish = "stop" if new_ids and new_ids[-1] == eos else "length"
+        text_ids = new_ids[:-1] if finish == "stop" else new_ids
+        text = self.tokenizer.decode(text_ids, skip_special_tokens=True)
+        return Generation(text, new_ids, logprobs, int(prompt_ids.shape[1]), finish)
+
+
+class LocalModelRegistry:
+    """Loads each model directory once per process."""
+
+    def __init__(self) -> None:
+        self._models: dict[str, LocalModel] = {}
+        self._lock = threading.Lock()
+
+    def get(self, path: str) -> LocalModel:
+        with self._lock:
+            if path not in self._models:
+                self._models[path] = LocalModel(path)
+            return self._models[path]
+
+    def drop(self, path: str) -> None:
+        """Forget a model so the next call reloads it (used after a new checkpoint is promoted)."""
+        with self._lock:
+            self._models.pop(path, None)
+
+
+class LocalProvider(CustomLLM):
+    def __init__(self, registry: LocalModelRegistry) -> None:
+        super().__init__()
+        self.registry = registry
+
+    def completion(self, model: str, messages: list, api_base: str, custom_prompt_dict: dict,
+                   model_response: ModelResponse, print_verbose: Any, encoding: Any, api_key: Any,
+                   logging_obj: Any, optional_params: dict, *args: Any, **kwargs: Any) -> ModelResponse:
+        started = time.perf_counter()
+        # The gateway resolves `local/<name>` to a model directory and passes it as api_base.
+        path = api_base or (model.split("/", 1)[1] if model.startswith(f"{PROVIDER}/") else model)
+        gen = self.registry.get(path).generate(
+            messages,
+            max_tokens=int(optional_params.get("max_tokens") or optional_params.get("max_completion_tokens") or 256),
+            temperature=float(optional_params.get("temperature") or 0.0),
+            seed=optional_params.get("seed"),
+        )
+        response = ModelResponse(
+            model=model,
+            choices=[
+                Choices(
+                    index=0,
+                    finish_reason=gen.finish_reason,
+                    message=Message(role="assistant", content=gen.text),
+                    logprobs=ChoiceLogprobs(
+                        content=[
+                            {"token": f"token_id:{t}", "logprob": lp, "bytes": None, "top_logprobs": []}
+                            for t, lp in zip(gen.token_ids, gen.logprobs)
+                        ]
+                    ),
+                )
+            ],
+            usage=Usage(
+                prompt_tokens=gen.prompt_tokens,
+                completion_tokens=len(gen.token_ids),
+                total_tokens=gen.prompt_tokens + len(gen.token_ids),
+            ),
+        )
+        response._hidden_params["local_latency_s"] = time.perf_counter() - started
+        return response
+
+    async def acompletion(self, *args: Any, **kwargs: Any) -> ModelResponse:  # type: ignore[override]
+        import asyncio
+
+        return await asyncio.to_thread(self.completion, *args, **kwargs)
+
+
+_registry = LocalModelRegistry()
+_registered = False
+_register_lock = threading.Lock()
+
+
+def register() -> LocalModelRegistry:
+    """Register the `local/` provider with litellm (idempotent) and return its model registry."""
+    global _registered
+    with _register_lock:
+        if not _registered:
+            litellm.custom_provider_map = [
+                *[p for p in litellm.custom_provider_map if p.get("provider") != PROVIDER],
+                {"provider": PROVIDER, "custom_handler": LocalProvider(_registry)},
+            ]
+            _registered = True
+    return _registry

@@ -1,0 +1,150 @@
+"""The worker pool as configuration: which models exist, how to call them, what they cost, their limits.
+
+Loaded from YAML and validated with errors that name the bad field. Position in `workers`
+is the "Model i" index the Conductor sees; when the Conductor is `in_pool` it is shown last.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from conductor.errors import ConfigError
+from conductor.prompt import WorkerCard
+
+BUNDLED = Path(__file__).parent / "pools"
+DEFAULT_POOL = BUNDLED / "local.yaml"
+CONDUCTOR_WORKER_NAME = "conductor"
+
+
+class Limits(BaseModel):
+    """Limits that hold across every process and machine (kept in Redis)."""
+
+    model_config = ConfigDict(extra="forbid")
+    rpm: int | None = Field(None, gt=0, description="Requests per minute.")
+    tpm: int | None = Field(None, gt=0, description="Tokens (prompt + completion) per minute.")
+    concurrency: int | None = Field(None, gt=0, description="Calls in flight at once.")
+
+
+class Price(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input_per_token: float = Field(ge=0, description="USD per prompt token.")
+    output_per_token: float = Field(ge=0, description="USD per completion token.")
+
+
+class ModelSpec(BaseModel):
+    """How to call one model through litellm."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field(min_length=3, description="litellm model string, e.g. openai/gpt-5, hosted_vllm/qwen, local/smollm2-135m-instruct")
+    api_base: str | None = None
+    api_key_env: str | None = Field(None, description="Name of the environment variable holding the key (never the key).")
+    max_tokens: int = Field(512, gt=0, le=200_000)
+    temperature: float = Field(0.2, ge=0, le=2)
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    timeout_s: float = Field(120.0, gt=0)
+    retries: int = Field(2, ge=0, le=10)
+    price: Price | None = Field(None, description="Overrides litellm's local cost map.")
+    limits: Limits = Field(default_factory=Limits)
+
+    @field_validator("model")
+    @classmethod
+    def _has_provider(cls, v: str) -> str:
+        if "/" not in v:
+            raise ValueError("must be '<provider>/<model>' as litellm expects, e.g. 'openai/gpt-5'")
+        return v
+
+    @property
+    def provider(self) -> str:
+        return self.model.split("/", 1)[0]
+
+
+class WorkerSpec(ModelSpec):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    description: str = Field(min_length=1, description="What the Conductor is told this model is good at.")
+    fallback: str | None = Field(None, description="Worker to call when this one fails after its retries.")
+
+
+class ConductorSpec(ModelSpec):
+    description: str = "The Conductor itself: hands its subtask to a fresh workflow of its own."
+    temperature: float = Field(1.0, ge=0, le=2)
+    max_tokens: int = Field(1024, gt=0)
+    in_pool: bool = Field(False, description="Show the Conductor as a worker (recursive workflows).")
+    policy_version: str = Field("base", description="Checkpoint id of the served policy, stored with every plan.")
+
+
+class Pool(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    conductor: ConductorSpec
+    workers: list[WorkerSpec] = Field(min_length=1)
+    providers: dict[str, Limits] = Field(default_factory=dict, description="Limits per provider (all its models).")
+
+    @model_validator(mode="after")
+    def _check_names(self) -> "Pool":
+        names = [w.name for w in self.workers]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate worker names: {dupes}")
+        if CONDUCTOR_WORKER_NAME in names:
+            raise ValueError(f"worker name {CONDUCTOR_WORKER_NAME!r} is reserved for the Conductor")
+        for w in self.workers:
+            if w.fallback is not None and w.fallback not in names:
+                raise ValueError(f"workers.{w.name}.fallback: unknown worker {w.fallback!r}")
+            if w.fallback == w.name:
+                raise ValueError(f"workers.{w.name}.fallback: a worker cannot fall back to itself")
+        return self
+
+    # -- what the Conductor sees ------------------------------------------------------
+    def cards(self) -> list[WorkerCard]:
+        cards = [WorkerCard(w.name, w.description) for w in self.workers]
+        if self.conductor.in_pool:
+            cards.append(WorkerCard(CONDUCTOR_WORKER_NAME, self.conductor.description))
+        return cards
+
+    def is_conductor_index(self, index: int) -> bool:
+        return self.conductor.in_pool and index == len(self.workers)
+
+    def worker(self, name: str) -> WorkerSpec:
+        for w in self.workers:
+            if w.name == name:
+                return w
+        raise ConfigError(f"unknown worker {name!r}; pool has {[w.name for w in self.workers]}")
+
+    def name_of(self, index: int) -> str:
+        return CONDUCTOR_WORKER_NAME if self.is_conductor_index(index) else self.workers[index].name
+
+
+def load_pool(path: str | Path | None = None) -> Pool:
+    path = Path(path) if path else DEFAULT_POOL
+    if not path.exists() and not path.is_absolute() and (BUNDLED / path).exists():
+        path = BUNDLED / path
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"pool file not found: {path}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping with 'conductor' and 'workers'")
+    try:
+        return Pool.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {_explain(exc, raw)}") from exc
+
+
+def _explain(exc: ValidationError, raw: dict) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = list(err["loc"])
+        # workers.3.model reads better as workers[3](name).model
+        if len(loc) >= 2 and loc[0] == "workers" and isinstance(loc[1], int):
+            try:
+                name = raw["workers"][loc[1]].get("name", "?")
+            except (KeyError, IndexError, AttributeError, TypeError):
+                name = "?"
+            loc = [f"workers[{loc[1]}]({name})", *loc[2:]]
+        lines.append(f"{'.'.join(str(p) for p in loc) or '(top)'}: {err['msg']}")
+    return "; ".join(lines)

@@ -1,0 +1,34 @@
+"""A problem as the system receives it, whatever file or API it came from."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ProblemKind = Literal["math", "mc", "code", "text"]
+
+
+class Problem(BaseModel):
+    """One question plus whatever is known to check an answer to it.
+
+    `answer` is the reference (LaTeX, number, or choice letter); `tests` is code that must
+    pass (an assert block, or a HumanEval `check` function used with `entry_point`);
+    `rubric` lets an LLM judge score free text.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = None
+    question: str = Field(min_length=1)
+    answer: str | None = None
+    kind: ProblemKind | None = None
+    choices: list[str] | None = None
+    tests: str | None = None
+    entry_point: str | None = None
+    rubric: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def has_reference(self) -> bool:
+        return bool(self.answer or self.tests or self.rubric)

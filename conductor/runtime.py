@@ -1,0 +1,49 @@
+"""Wiring: from one Settings object to the store, pool, gateway and engine a process uses."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from sqlalchemy import Engine as SqlEngine
+from sqlalchemy.orm import Session, sessionmaker
+
+from conductor.engine import Engine
+from conductor.gateway import CallLimiter, Gateway
+from conductor.pool import Pool, load_pool
+from conductor.settings import Settings
+from conductor.store.db import make_engine, session_factory, upgrade
+
+
+class Runtime:
+    """Everything built from settings, lazily and once per process (workers build theirs after fork)."""
+
+    def __init__(self, settings: Settings, *, pool: Pool | None = None, limiter: CallLimiter | None = None) -> None:
+        self.settings = settings
+        self._pool = pool
+        self._limiter = limiter
+
+    @cached_property
+    def db(self) -> SqlEngine:
+        engine = make_engine(self.settings.db_url)
+        upgrade(engine)
+        return engine
+
+    @cached_property
+    def sessions(self) -> sessionmaker[Session]:
+        return session_factory(self.db)
+
+    @cached_property
+    def pool(self) -> Pool:
+        return self._pool or load_pool(self.settings.pool_file)
+
+    @cached_property
+    def gateway(self) -> Gateway:
+        return Gateway(self.pool, model_home=self.settings.model_cache, limiter=self._limiter)
+
+    @cached_property
+    def engine(self) -> Engine:
+        return Engine(self.sessions, self.settings, self.pool)
+
+    def close(self) -> None:
+        if "db" in self.__dict__:
+            self.db.dispose()

@@ -1,0 +1,287 @@
+"""The service layer that CLI and HTTP share: submit problems and batches, read jobs, export traces."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Protocol
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+
+from conductor.errors import InputError, NotFound
+from conductor.inputs import read_problems
+from conductor.problem import Problem
+from conductor.runtime import Runtime
+from conductor.states import TERMINAL_JOB, JobStatus
+from conductor.store.models import Batch, Chain, Job, Reward, Round
+
+
+class Submitter(Protocol):
+    """Whatever starts jobs (the Celery dispatcher in practice)."""
+
+    def submit(self, job_ids: list[str]) -> None: ...
+
+
+@dataclass
+class BatchReport:
+    batch_id: str
+    job_ids: list[str] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # {"line": n, "error": "..."}
+
+
+class Service:
+    def __init__(self, runtime: Runtime, submitter: Submitter) -> None:
+        self.rt = runtime
+        self.submitter = submitter
+
+    # -- submit --------------------------------------------------------------------------
+    def submit(
+        self,
+        problem: Problem,
+        *,
+        samples: int | None = None,
+        tenant_id: str | None = None,
+        idempotency_key: str | None = None,
+        priority: int = 5,
+        webhook_url: str | None = None,
+    ) -> tuple[str, bool]:
+        """Create a job and start it; returns (job_id, created). A repeated idempotency key returns the first job."""
+        job = self._new_job(problem, samples, tenant_id, None, None, idempotency_key, priority, webhook_url)
+        with self.rt.sessions.begin() as s:
+            s.add(job)
+            try:
+                s.flush()
+            except IntegrityError:
+                s.rollback()
+                existing = self._by_key(tenant_id, idempotency_key)
+                return existing, False
+        self.submitter.submit([job.id])
+        return job.id, True
+
+    def submit_batch(
+        self, path: str | Path, *, format: str | None = None, samples: int | None = None, tenant_id: str | None = None,
+        limit: int | None = None,
+    ) -> BatchReport:
+        batch = Batch(tenant_id=tenant_id, source=str(path))
+        report = BatchReport(batch_id=batch.id)
+        jobs: list[Job] = []
+        for line, item in read_problems(path, format=format):
+            if isinstance(item, InputError):
+                report.rejected.append({"line": line, "error": str(item)})
+                continue
+            if limit is not None and len(jobs) >= limit:
+                break
+            jobs.append(self._new_job(item, samples, tenant_id, batch.id, line, None, 5, None))
+        batch.total, batch.rejected = len(jobs), report.rejected
+        with self.rt.sessions.begin() as s:
+            s.add(batch)
+            s.flush()
+            s.add_all(jobs)
+        report.job_ids = [j.id for j in jobs]
+        self.submitter.submit(report.job_ids)
+        return report
+
+    def _new_job(self, problem: Problem, samples: int | None, tenant_id: str | None, batch_id: str | None,
+                 line_no: int | None, key: str | None, priority: int, webhook_url: str | None) -> Job:
+        return Job(
+            tenant_id=tenant_id,
+            batch_id=batch_id,
+            line_no=line_no,
+            external_id=problem.id,
+            idempotency_key=key,
+            priority=priority,
+            status=JobStatus.QUEUED.value,
+            problem=problem.model_dump(),
+            samples=samples or self.rt.settings.samples,
+            webhook_url=webhook_url,
+        )
+
+    def _by_key(self, tenant_id: str | None, key: str | None) -> str:
+        with self.rt.sessions() as s:
+            job_id = s.scalar(select(Job.id).where(Job.tenant_id.is_(tenant_id) if tenant_id is None else Job.tenant_id == tenant_id, Job.idempotency_key == key))
+        if job_id is None:
+            raise NotFound(f"no job with idempotency key {key!r}")
+        return job_id
+
+    # -- read ----------------------------------------------------------------------------
+    def wait(
+        self, job_ids: Iterable[str], *, timeout: float | None = None, poll_s: float = 0.5,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        """Poll the store until every job is terminal (the CLI's follow mode; no task waits on a task)."""
+        ids = list(job_ids)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        terminal = [s.value for s in TERMINAL_JOB]
+        last = -1
+        while True:
+            with self.rt.sessions() as s:
+                done = 0
+                for chunk in _chunks(ids, 500):
+                    done += s.scalar(select(func.count()).where(Job.id.in_(chunk), Job.status.in_(terminal))) or 0
+            if on_progress and done != last:
+                on_progress(done, len(ids))
+                last = done
+            if done >= len(ids):
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"{len(ids) - done} of {len(ids)} jobs unfinished after {timeout}s")
+            time.sleep(poll_s)
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        with self.rt.sessions() as s:
+            job = s.get(Job, job_id)
+            if job is None:
+                raise NotFound(f"no job {job_id}")
+            return job_view(job, s)
+
+    def result_lines(self, job_ids: Iterable[str]) -> Iterator[dict[str, Any]]:
+        with self.rt.sessions() as s:
+            for job_id in job_ids:
+                job = s.get_one(Job, job_id)
+                yield result_line(job)
+
+    # -- traces ---------------------------------------------------------------------------
+    def export_traces(self, out: Path, *, since: str | None = None) -> int:
+        """One JSONL line per Conductor round with everything a GRPO trainer needs."""
+        count = 0
+        with self.rt.sessions() as s, out.open("w") as fh:
+            q = select(Round).where(Round.completion_text.is_not(None)).order_by(Round.id)
+            for rnd in s.scalars(q):
+                fh.write(json.dumps(trace_line(rnd, s)) + "\n")
+                count += 1
+        return count
+
+
+def _chunks(items: list[str], n: int) -> Iterator[list[str]]:
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
+def result_line(job: Job) -> dict[str, Any]:
+    chain = next((c for c in job.chains if c.id == job.answer_chain_id), None) or next(
+        (c for c in job.chains if c.parent_step_id is None), None
+    )
+    rounds = chain.rounds if chain else []
+    workflow = next((r.workflow for r in reversed(rounds) if r.workflow), None)
+    return {
+        "id": job.external_id or job.id,
+        "job_id": job.id,
+        "line": job.line_no,
+        "status": job.status,
+        "answer": job.answer,
+        "workflow": workflow,
+        "rounds": len(rounds),
+        "tokens": job.prompt_tokens + job.completion_tokens,
+        "cost": round(job.cost_usd, 8),
+        "error": job.error,
+    }
+
+
+def job_view(job: Job, s: Any) -> dict[str, Any]:
+    rewards = s.scalars(select(Reward).where(Reward.job_id == job.id).order_by(Reward.id)).all()
+    return {
+        **result_line(job),
+        "question": job.problem.get("question"),
+        "samples": job.samples,
+        "model_calls": job.model_calls,
+        "prompt_tokens": job.prompt_tokens,
+        "completion_tokens": job.completion_tokens,
+        "created_at": job.created_at.isoformat() if job.created_at else None,
+        "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+        "rewards": [_reward_view(r) for r in rewards],
+        "chains": [_chain_view(c) for c in job.chains],
+    }
+
+
+def _chain_view(c: Chain) -> dict[str, Any]:
+    return {
+        "chain_id": c.id,
+        "sample": c.sample_index,
+        "parent_step_id": c.parent_step_id,
+        "depth": c.depth,
+        "status": c.status,
+        "answer": c.answer,
+        "error": c.error,
+        "rounds": [
+            {
+                "round_id": r.id,
+                "index": r.round_index,
+                "kind": r.kind,
+                "status": r.status,
+                "parse_status": r.parse_status,
+                "parse_error": r.parse_error,
+                "workflow": r.workflow,
+                "answer": r.answer,
+                "error": r.error,
+                "tokens": r.prompt_tokens + r.completion_tokens,
+                "steps": [
+                    {
+                        "step_id": st.id,
+                        "index": st.step_index,
+                        "worker": st.worker_name,
+                        "access": st.access,
+                        "status": st.status,
+                        "subtask": st.subtask,
+                        "output": st.output,
+                        "error": st.error,
+                        "tokens": st.prompt_tokens + st.completion_tokens,
+                        "latency_s": st.latency_s,
+                        "attempts": st.attempts,
+                    }
+                    for st in r.steps
+                ],
+            }
+            for r in c.rounds
+        ],
+    }
+
+
+def _reward_view(r: Reward) -> dict[str, Any]:
+    return {"value": r.value, "correct": r.correct, "verifier": r.verifier, "source": r.source,
+            "chain_id": r.chain_id, "round_id": r.round_id, "details": r.details}
+
+
+def trace_line(rnd: Round, s: Any) -> dict[str, Any]:
+    chain = rnd.chain
+    job = chain.job
+    rewards = s.scalars(
+        select(Reward).where(Reward.job_id == job.id, (Reward.round_id == rnd.id) | (Reward.chain_id == chain.id)
+                             | (Reward.chain_id.is_(None) & Reward.round_id.is_(None)))
+    ).all()
+    reward = rewards[-1] if rewards else None
+    return {
+        "job_id": job.id,
+        "problem_id": job.external_id,
+        "problem": job.problem,
+        "chain_id": chain.id,
+        "sample_index": chain.sample_index,
+        "depth": chain.depth,
+        "round_id": rnd.id,
+        "round_index": rnd.round_index,
+        "kind": rnd.kind,
+        "prompt_messages": rnd.prompt_messages,
+        "prompt_token_ids": rnd.prompt_token_ids,
+        "completion_text": rnd.completion_text,
+        "completion_token_ids": rnd.completion_token_ids,
+        "completion_logprobs": rnd.completion_logprobs,
+        "policy_version": rnd.policy_version,
+        "conductor_model": rnd.conductor_model,
+        "sampling": rnd.sampling,
+        "parse_status": rnd.parse_status,
+        "parse_error": rnd.parse_error,
+        "workflow": rnd.workflow,
+        "steps": [
+            {"index": st.step_index, "worker": st.worker_name, "subtask": st.subtask, "access": st.access,
+             "status": st.status, "output": st.output, "error": st.error}
+            for st in rnd.steps
+        ],
+        "round_answer": rnd.answer,
+        "final_answer": chain.answer,
+        "job_answer": job.answer,
+        "job_status": job.status,
+        "reward": None if reward is None else {"value": reward.value, "verifier": reward.verifier,
+                                                "correct": reward.correct, "details": reward.details},
+    }

@@ -1,0 +1,64 @@
+"""The one settings object: read once from the environment (prefix CONDUCTOR_) and passed in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of the system. Unknown CONDUCTOR_* variables are rejected, not ignored."""
+
+    model_config = SettingsConfigDict(env_prefix="CONDUCTOR_", extra="forbid", frozen=True)
+
+    home: Path = Field(Path(".conductor"), description="Directory for the embedded database, model cache and logs.")
+    database_url: str | None = Field(None, description="SQLAlchemy URL; default: SQLite file in `home`.")
+    broker_url: str = Field("memory://", description="Celery broker; memory:// runs an in-process worker.")
+    pool_file: Path | None = Field(None, description="Worker pool YAML; default: the bundled local CPU pool.")
+
+    max_steps: int = Field(5, ge=1, le=16, description="Most steps one workflow may have (paper: 5).")
+    recursion: bool = Field(True, description="Offer the Conductor a replan round after each answer.")
+    max_rounds: int = Field(3, ge=1, description="Most Conductor rounds in one chain (plans, resamples, replans).")
+    max_depth: int = Field(1, ge=0, description="Most nesting of Conductor-as-worker calls.")
+    max_model_calls: int = Field(40, ge=1, description="Most model calls (Conductor + workers) one job may make.")
+    samples: int = Field(1, ge=1, le=64, description="Workflows sampled per problem (G).")
+    plan_retries: int = Field(2, ge=0, description="Resamples after an unparseable plan before the fallback.")
+    fallback_worker: str | None = Field(
+        None, description="Worker that answers alone when every plan failed to parse; None fails the chain."
+    )
+
+    step_lease_s: float = Field(600.0, gt=0, description="A claimed step or plan not finished by then is re-run.")
+    task_time_limit_s: float = Field(900.0, gt=0, description="Hard time limit of every task.")
+    reaper_interval_s: float = Field(30.0, gt=0, description="How often beat runs the reaper.")
+    ready_grace_s: float = Field(60.0, gt=0, description="A ready step unclaimed this long is re-enqueued.")
+
+    worker_pool: Literal["threads", "prefork", "solo", "gevent"] = "threads"
+    worker_concurrency: int = Field(8, ge=1)
+    embedded_concurrency: int = Field(4, ge=1, description="Threads of the in-process worker (memory://).")
+
+    @model_validator(mode="after")
+    def _check(self) -> "Settings":
+        if self.task_time_limit_s >= self.visibility_timeout_s:
+            raise ValueError("visibility timeout must exceed the task time limit")
+        return self
+
+    @property
+    def visibility_timeout_s(self) -> float:
+        # Redis re-delivers unacked messages after this; it must outlast any running task
+        # or a slow step would be executed twice.
+        return self.task_time_limit_s * 2 + 60
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.home / 'conductor.db').resolve()}"
+
+    @property
+    def model_cache(self) -> Path:
+        return self.home
+
+    @property
+    def embedded(self) -> bool:
+        return self.broker_url.startswith("memory://")

@@ -1,0 +1,55 @@
+"""Lifecycle states of jobs, chains, rounds and steps (stored as their string values)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class JobStatus(str, Enum):
+    QUEUED = "queued"  #: row written, solve not yet picked up
+    RUNNING = "running"  #: at least one chain is in progress
+    DONE = "done"  #: finished with an answer
+    FAILED = "failed"  #: every chain failed; `error` says why
+    BUDGET_EXCEEDED = "budget_exceeded"  #: stopped before overspending its budget
+
+
+class ChainStatus(str, Enum):
+    """A chain is one line of Conductor rounds solving one question (a sample, or a nested call)."""
+
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class RoundKind(str, Enum):
+    PLAN = "plan"  #: first Conductor call of a chain, or a resample after a parse failure
+    REPLAN = "replan"  #: recursive call that sees the previous workflow and answer
+    FALLBACK = "fallback"  #: no Conductor call: the configured one-step workflow after failed plans
+
+
+class RoundStatus(str, Enum):
+    PLANNING = "planning"  #: Conductor call in flight
+    RUNNING = "running"  #: workflow steps executing
+    DONE = "done"  #: all steps done; `answer` holds the last step's output
+    ACCEPTED = "accepted"  #: replan returned three empty lists: previous answer kept
+    UNPARSEABLE = "unparseable"  #: completion held no valid workflow
+    FAILED = "failed"  #: a step or the Conductor call failed
+
+
+class ParseStatus(str, Enum):
+    OK = "ok"
+    ACCEPT = "accept"  #: three empty lists (replan only)
+    FAILED = "failed"
+
+
+class StepStatus(str, Enum):
+    PENDING = "pending"  #: waiting for dependencies
+    READY = "ready"  #: dependencies done, run_step enqueued
+    RUNNING = "running"  #: claimed by a worker under a lease
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"  #: its round failed or was abandoned before it ran
+
+
+TERMINAL_STEP = {StepStatus.DONE, StepStatus.FAILED, StepStatus.SKIPPED}
+TERMINAL_JOB = {JobStatus.DONE, JobStatus.FAILED, JobStatus.BUDGET_EXCEEDED}

@@ -1,0 +1,195 @@
+"""SQLAlchemy 2 table models. PostgreSQL in production, SQLite embedded; the same models serve both."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, Index
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    key_hash: Mapped[str] = mapped_column(String(128), unique=True)  # sha256 of the key; the key itself is never stored
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Batch(Base):
+    __tablename__ = "batches"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
+    source: Mapped[str] = mapped_column(Text, default="")
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    rejected: Mapped[list[Any]] = mapped_column(JSON, default=list)  # [{"line": n, "error": "..."}]
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("tenant_id", "idempotency_key", name="uq_jobs_tenant_idem"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
+    batch_id: Mapped[str | None] = mapped_column(ForeignKey("batches.id"), index=True)
+    line_no: Mapped[int | None] = mapped_column(Integer)
+    external_id: Mapped[str | None] = mapped_column(String(200))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    priority: Mapped[int] = mapped_column(Integer, default=5)
+    status: Mapped[str] = mapped_column(String(32), default="queued", index=True)
+    problem: Mapped[dict[str, Any]] = mapped_column(JSON)
+    samples: Mapped[int] = mapped_column(Integer, default=1)
+    open_chains: Mapped[int] = mapped_column(Integer, default=0)
+    model_calls: Mapped[int] = mapped_column(Integer, default=0)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    answer: Mapped[str | None] = mapped_column(Text)
+    answer_chain_id: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    webhook_url: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    chains: Mapped[list["Chain"]] = relationship(back_populates="job", order_by="Chain.id")
+
+
+class Chain(Base):
+    """A line of Conductor rounds answering one question: a sample of a job, or a nested call."""
+
+    __tablename__ = "chains"
+    __table_args__ = (UniqueConstraint("job_id", "sample_index", "parent_step_id", name="uq_chain"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    sample_index: Mapped[int] = mapped_column(Integer, default=0)
+    parent_step_id: Mapped[int | None] = mapped_column(ForeignKey("steps.id", use_alter=True), unique=True)
+    depth: Mapped[int] = mapped_column(Integer, default=0)
+    question: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(32), default="running")
+    answer: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    rounds_used: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    job: Mapped[Job] = relationship(back_populates="chains")
+    rounds: Mapped[list["Round"]] = relationship(back_populates="chain", order_by="Round.round_index")
+
+
+class Round(Base):
+    """One Conductor call (or a fallback workflow) and the workflow it produced."""
+
+    __tablename__ = "rounds"
+    __table_args__ = (UniqueConstraint("chain_id", "round_index", name="uq_round"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    chain_id: Mapped[int] = mapped_column(ForeignKey("chains.id"), index=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    round_index: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(32), default="planning", index=True)
+    prompt_messages: Mapped[list[Any] | None] = mapped_column(JSON)
+    prompt_token_ids: Mapped[list[Any] | None] = mapped_column(JSON)
+    completion_text: Mapped[str | None] = mapped_column(Text)
+    completion_token_ids: Mapped[list[Any] | None] = mapped_column(JSON)
+    completion_logprobs: Mapped[list[Any] | None] = mapped_column(JSON)
+    conductor_model: Mapped[str | None] = mapped_column(String(300))
+    policy_version: Mapped[str | None] = mapped_column(String(200))
+    sampling: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # temperature, max_tokens: the behaviour policy
+    parse_status: Mapped[str | None] = mapped_column(String(16))
+    parse_error: Mapped[str | None] = mapped_column(Text)
+    workflow: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    n_steps: Mapped[int] = mapped_column(Integer, default=0)
+    steps_done: Mapped[int] = mapped_column(Integer, default=0)
+    answer: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    latency_s: Mapped[float | None] = mapped_column(Float)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    chain: Mapped[Chain] = relationship(back_populates="rounds")
+    steps: Mapped[list["Step"]] = relationship(back_populates="round", order_by="Step.step_index")
+
+
+class Step(Base):
+    __tablename__ = "steps"
+    __table_args__ = (UniqueConstraint("round_id", "step_index", name="uq_step"), Index("ix_steps_status", "status"))
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.id"), index=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    step_index: Mapped[int] = mapped_column(Integer)
+    worker_index: Mapped[int] = mapped_column(Integer)
+    worker_name: Mapped[str] = mapped_column(String(200))
+    subtask: Mapped[str] = mapped_column(Text)
+    access: Mapped[Any] = mapped_column(JSON)
+    dependencies: Mapped[list[Any]] = mapped_column(JSON)
+    pending_deps: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(32), default="pending")
+    output: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(String(300))
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    latency_s: Mapped[float | None] = mapped_column(Float)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    claimed_by: Mapped[str | None] = mapped_column(String(200))
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    ready_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    round: Mapped[Round] = relationship(back_populates="steps")
+
+
+class Reward(Base):
+    __tablename__ = "rewards"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    chain_id: Mapped[int | None] = mapped_column(ForeignKey("chains.id"), index=True)
+    round_id: Mapped[int | None] = mapped_column(ForeignKey("rounds.id"), index=True)
+    value: Mapped[float] = mapped_column(Float)
+    correct: Mapped[bool | None] = mapped_column(Boolean)
+    verifier: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(32), default="verifier")  # verifier | feedback
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Checkpoint(Base):
+    __tablename__ = "checkpoints"
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    parent_id: Mapped[str | None] = mapped_column(String(200))
+    base_model: Mapped[str] = mapped_column(Text)
+    path: Mapped[str | None] = mapped_column(Text)
+    data_window: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    status: Mapped[str] = mapped_column(String(32), default="candidate")  # candidate | active | rejected
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,210 @@
+"""The shared shape of every verifier: the `Verdict` it returns, the `Verifier` protocol, the
+choice of verifier for a problem (`verifier_for`) and answer-extraction helpers for free text."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from typing import Any, Protocol, runtime_checkable
+
+from conductor.problem import Problem
+
+__all__ = [
+    "Verdict",
+    "Verifier",
+    "extract_boxed",
+    "extract_final_answer",
+    "is_plain_number",
+    "last_number",
+    "parse_number",
+    "verifier_for",
+]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether an answer is right, which verifier said so, and the evidence."""
+
+    correct: bool
+    verifier: str  # "math", "number", "mc", "code", "judge", "feedback"
+    reason: str  # one human sentence, e.g. "extracted 42, expected 42"
+    details: dict[str, Any] = field(default_factory=dict)
+    score: float | None = None  # graded score in [0, 1] where the verifier has one
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "correct": self.correct,
+            "verifier": self.verifier,
+            "reason": self.reason,
+            "details": self.details,
+            "score": self.score,
+        }
+
+
+@runtime_checkable
+class Verifier(Protocol):
+    name: str
+
+    def verify(self, answer: str, problem: Problem) -> Verdict: ...
+
+
+# --------------------------------------------------------------------------- extraction helpers
+
+_BOXED_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def extract_boxed(text: str) -> list[str]:
+    """Contents of every ``\\boxed{...}`` / ``\\fbox{...}`` in order, nested braces respected.
+
+    An unclosed box (truncated output) is ignored.
+    """
+    found: list[str] = []
+    for m in _BOXED_RE.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            c = text[i]
+            if c == "\\" and i + 1 < len(text) and text[i + 1] in "{}":
+                i += 2  # \{ and \} are literal braces, not grouping
+                continue
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+            i += 1
+        if depth == 0:
+            found.append(text[m.end() : i - 1].strip())
+    return found
+
+
+# Thousands groups only when every group has exactly three digits, so "1,2,3" stays a list.
+_NUM_BODY = r"(?:\d{1,3}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?|\.\d+"
+NUMBER_RE = re.compile(
+    r"(?<![\w.])(?P<sign>[-−–]?)\s?(?:\\?\$\s?)?(?P<sign2>[-−]?)(?P<num>"
+    + _NUM_BODY
+    + r")(?:\s?/\s?(?P<den>\d+)(?![\d.]))?"
+)
+_FRAC_RE = re.compile(r"(?P<sign>-?)\\[dt]?frac\s*\{\s*(?P<a>-?[\d.,]+)\s*\}\s*\{\s*(?P<b>-?[\d.,]+)\s*\}")
+_FRAC_SHORT_RE = re.compile(r"(?P<sign>-?)\\[dt]?frac\s*(?P<a>\d)(?P<b>\d)")
+FRAC_ANY_RE = re.compile(r"-?\\[dt]?frac\s*(?:\{[^{}]*\}\s*\{[^{}]*\}|\d\d)")
+HASH_RE = re.compile(r"####\s*(?P<ans>[^\n]+)")
+ANSWER_IS_RE = re.compile(
+    r"(?:final\s+answer|answer)\s*(?:is|:|=|would\s+be|should\s+be|will\s+be)\s*:?\s*(?P<ans>[^\n]{1,200})",
+    re.IGNORECASE,
+)
+
+
+def _to_fraction(num: str) -> Fraction | None:
+    try:
+        return Fraction(Decimal(num.replace(",", "")))
+    except (InvalidOperation, ValueError, ZeroDivisionError):
+        return None
+
+
+def parse_number(text: str) -> Fraction | None:
+    """The first number in ``text`` as an exact Fraction ("$1,234.50" -> 2469/2, "\\frac{3}{4}").
+
+    Returns None when ``text`` holds no number.
+    """
+    text = text.strip()
+    best: tuple[int, Fraction] | None = None
+    for rx in (_FRAC_RE, _FRAC_SHORT_RE):
+        m = rx.search(text)
+        if m:
+            a, b = _to_fraction(m["a"]), _to_fraction(m["b"])
+            if a is not None and b:
+                value = a / b * (-1 if m["sign"] else 1)
+                if best is None or m.start() < best[0]:
+                    best = (m.start(), value)
+    m = NUMBER_RE.search(text)
+    if m and (best is None or m.start() < best[0]):
+        value = _to_fraction(m["num"])
+        if value is not None:
+            if m["den"]:
+                den = int(m["den"])
+                if den == 0:
+                    return None
+                value /= den
+            if m["sign"] or m["sign2"]:
+                value = -value
+            best = (m.start(), value)
+    return best[1] if best else None
+
+
+def last_number(text: str) -> str | None:
+    """The text of the last number in ``text`` (sign, commas and fraction bar kept)."""
+    matches = list(NUMBER_RE.finditer(text))
+    return matches[-1].group(0).strip() if matches else None
+
+
+def is_plain_number(text: str | None) -> bool:
+    """True for references like "42", "-3.5", "1,234", "$18", "42." (not LaTeX, not words)."""
+    if not text:
+        return False
+    s = text.strip().replace("\\$", "").replace("$", "").strip().rstrip(".").strip()
+    return bool(re.fullmatch(r"[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?", s))
+
+
+def extract_final_answer(text: str) -> str | None:
+    """Best guess at the final answer in a model's free text.
+
+    Priority: the last ``\\boxed{...}``; then the last ``#### X``; then the last "The (final)
+    answer is X" / "Answer: X" (up to the end of the line, trailing period dropped); then the
+    last number anywhere. None if none of these appear.
+    """
+    boxed = extract_boxed(text)
+    if boxed:
+        return boxed[-1]
+    hashes = HASH_RE.findall(text)
+    if hashes:
+        return hashes[-1].strip()
+    said = [m["ans"] for m in ANSWER_IS_RE.finditer(text)]
+    if said:
+        ans = said[-1].strip().strip("*").strip()
+        ans = re.sub(r"\.\s*$", "", ans)
+        if ans:
+            return ans
+    return last_number(text)
+
+
+# --------------------------------------------------------------------------- choosing a verifier
+
+_LETTER_RE = re.compile(r"^\s*\(?([A-Ja-j])\)?\s*\.?\s*$")
+
+
+def _is_letter(text: str | None) -> bool:
+    return bool(text and _LETTER_RE.match(text))
+
+
+def _source(problem: Problem) -> str:
+    meta = problem.metadata or {}
+    return " ".join(str(meta.get(k, "")) for k in ("source", "dataset", "benchmark")).lower()
+
+
+def verifier_for(problem: Problem, *, judge: Verifier | None = None) -> Verifier | None:
+    """The verifier that can check answers to ``problem``, or None if nothing can.
+
+    code (tests present) -> code; mc (choices, or a bare letter answer) -> mc; math with a
+    plain-number reference or a GSM8K source -> number; other math (or an untyped LaTeX
+    answer) -> math; a rubric (or a text problem with a reference) -> ``judge`` if given.
+    """
+    from reward_pipeline.verifiers.code_exec import CodeVerifier
+    from reward_pipeline.verifiers.math_equiv import MathVerifier
+    from reward_pipeline.verifiers.mc import MultipleChoiceVerifier
+    from reward_pipeline.verifiers.number import NumberVerifier
+
+    kind = problem.kind
+    if problem.tests and kind in (None, "code"):
+        return CodeVerifier()
+    if kind == "code":
+        return None
+    if problem.answer and (kind == "mc" or (kind is None and (problem.choices or _is_letter(problem.answer)))):
+        return MultipleChoiceVerifier()
+    if problem.answer and kind in (None, "math"):
+        if "gsm8k" in _source(problem) or is_plain_number(problem.answer) or "####" in problem.answer:
+            return NumberVerifier()
+        return MathVerifier()
+    if judge is not None and (problem.rubric or (kind == "text" and problem.answer)):
+        return judge
+    return None

@@ -1,0 +1,50 @@
+"""The Celery app: built from Settings (no module-level app), with its queues, routes and reliability knobs."""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Exchange, Queue
+
+from conductor.runtime import Runtime
+from conductor.settings import Settings
+
+QUEUES = ("conductor", "llm", "reward", "train", "default")
+ROUTES = {
+    "conductor.solve": {"queue": "default"},
+    "conductor.plan": {"queue": "conductor"},
+    "conductor.replan": {"queue": "conductor"},
+    "conductor.run_step": {"queue": "llm"},
+    "conductor.finalize": {"queue": "default"},
+    "conductor.reap": {"queue": "default"},
+    "conductor.score": {"queue": "reward"},
+}
+
+
+def create_app(settings: Settings, runtime: Runtime | None = None) -> Celery:
+    app = Celery("conductor", broker=settings.broker_url, set_as_current=False)
+    app.conf.update(
+        task_queues=[Queue(q, Exchange(q, type="direct"), routing_key=q) for q in QUEUES],
+        task_default_queue="default",
+        task_routes=ROUTES,
+        task_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,  # results live in SQL; no result backend to wait on
+        # A worker that dies mid-task must not lose the message: ack only after the task ran,
+        # and give the message back when the worker process is killed.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_time_limit=settings.task_time_limit_s,
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+    )
+    runtime = runtime or Runtime(settings)
+    app.conductor_runtime = runtime  # type: ignore[attr-defined]
+    from tasks.pipeline import register
+
+    register(app, runtime)
+    return app

@@ -1,0 +1,1 @@
+"""Tests of the conductor domain package (no Celery, no services)."""

@@ -1,0 +1,1 @@
+"""Tests of the reward verifiers and the code sandbox."""

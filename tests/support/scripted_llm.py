@@ -1,0 +1,142 @@
+"""A small scripted OpenAI-compatible HTTP server: the one stand-in allowed, at the network edge.
+
+Tests give it a `script(model, messages, body) -> Reply`; it records every request with its
+start and end time, so tests can prove overlap, ordering, retries and rate limits.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+@dataclass
+class Reply:
+    content: str = "ok"
+    delay_s: float = 0.0
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass
+class Call:
+    model: str
+    messages: list[dict]
+    body: dict
+    started: float
+    ended: float = 0.0
+    status: int = 0
+
+    @property
+    def last_user(self) -> str:
+        return next((m["content"] for m in reversed(self.messages) if m["role"] == "user"), "")
+
+
+Script = Callable[[str, list[dict], dict], Reply]
+
+
+def fake_token_ids(text: str) -> list[int]:
+    """Deterministic ids, one per whitespace-separated piece (enough for trace plumbing tests)."""
+    return [sum(map(ord, piece)) % 50000 + 1 for piece in text.split(" ")] if text else []
+
+
+class ScriptedLLMServer:
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.calls: list[Call] = []
+        self._lock = threading.Lock()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                call = Call(model=body.get("model", ""), messages=body.get("messages", []), body=body,
+                            started=time.monotonic())
+                with server._lock:
+                    server.calls.append(call)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    reply = server.script(call.model, call.messages, body)
+                    if reply.delay_s:
+                        time.sleep(reply.delay_s)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+                call.ended = time.monotonic()
+                call.status = reply.status
+                if reply.status != 200:
+                    self._send(reply.status, {"error": {"message": reply.error or "scripted error",
+                                                        "type": "server_error", "code": reply.status}}, reply.headers)
+                    return
+                self._send(200, _completion(call.model, reply.content, bool(body.get("logprobs"))), reply.headers)
+
+            def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout tests)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def start(self) -> "ScriptedLLMServer":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def calls_for(self, prefix: str) -> list[Call]:
+        with self._lock:
+            return [c for c in self.calls if c.model.startswith(prefix)]
+
+
+def _completion(model: str, content: str, logprobs: bool) -> dict:
+    ids = fake_token_ids(content)
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+    if logprobs:
+        choice["logprobs"] = {
+            "content": [{"token": f"token_id:{i}", "logprob": -0.1 - (i % 7) / 10, "bytes": None, "top_logprobs": []}
+                        for i in ids]
+        }
+    return {
+        "id": f"chatcmpl-{time.monotonic_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+        "usage": {"prompt_tokens": 10, "completion_tokens": max(1, len(ids)), "total_tokens": 10 + max(1, len(ids))},
+    }

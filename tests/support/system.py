@@ -1,0 +1,42 @@
+"""Build a whole running system for a test: store, pool, Celery app and worker, service."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from celery import Celery
+
+from conductor.pool import Pool
+from conductor.runtime import Runtime
+from conductor.service import Service
+from conductor.settings import Settings
+from tasks.app import create_app
+from tasks.embedded import EmbeddedWorker
+
+
+@dataclass
+class System:
+    settings: Settings
+    runtime: Runtime
+    app: Celery
+    service: Service
+
+
+def make_settings(home: Path, **overrides: Any) -> Settings:
+    defaults: dict[str, Any] = {"home": home, "broker_url": "memory://"}
+    defaults.update(overrides)
+    return Settings(**defaults)
+
+
+@contextmanager
+def embedded_system(home: Path, pool: Pool, *, concurrency: int = 4, **overrides: Any) -> Iterator[System]:
+    settings = make_settings(home, **overrides)
+    runtime = Runtime(settings, pool=pool)
+    app = create_app(settings, runtime)
+    runtime.db  # migrate before the worker starts taking tasks
+    with EmbeddedWorker(app, concurrency=concurrency):
+        yield System(settings, runtime, app, Service(runtime, app.conductor_dispatch))
+    runtime.close()
