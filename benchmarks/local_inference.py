@@ -23,11 +23,11 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import litellm  # noqa: E402
+import litellm
 
-from conductor import local_backend  # noqa: E402
-from conductor.local_model import pull_default_model  # noqa: E402
-from conductor.vllm_server import VllmServer  # noqa: E402
+from conductor import local_backend
+from conductor.local_model import pull_default_model
+from conductor.vllm_server import VllmServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOPICS = [

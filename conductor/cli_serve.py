@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -31,17 +32,17 @@ def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
 
 
 def serve_command(
-    model: str = typer.Argument(DEFAULT_MODEL_NAME, help="Model directory, or the default model's name."),
-    port: int = typer.Option(8000, help="Port on 127.0.0.1."),
-    served_name: str = typer.Option("", help="Model name clients use; default: the model directory's name."),
-    enable_lora: bool = typer.Option(True, help="Allow LoRA adapters, loadable at run time."),
-    max_lora_rank: int = typer.Option(16, help="Largest LoRA rank accepted."),
-    max_loras: int = typer.Option(2, help="Adapters resident at once."),
-    max_model_len: int = typer.Option(4096, help="Context length."),
-    kv_cache_gb: int = typer.Option(1, help="GiB of CPU KV cache."),
-    dtype: str = typer.Option("auto", help="auto (bfloat16 on CPU) or float32."),
-    python: Path = typer.Option(None, help="Interpreter with vllm installed; default: .venv-vllm."),
-    startup_timeout: float = typer.Option(300.0, help="Seconds to wait for the server to become healthy."),
+    model: Annotated[str, typer.Argument(help="Model directory, or the default model's name.")] = DEFAULT_MODEL_NAME,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8000,
+    served_name: Annotated[str, typer.Option(help="Model name clients use; default: the model directory's name.")] = "",
+    enable_lora: Annotated[bool, typer.Option(help="Allow LoRA adapters, loadable at run time.")] = True,
+    max_lora_rank: Annotated[int, typer.Option(help="Largest LoRA rank accepted.")] = 16,
+    max_loras: Annotated[int, typer.Option(help="Adapters resident at once.")] = 2,
+    max_model_len: Annotated[int, typer.Option(help="Context length.")] = 4096,
+    kv_cache_gb: Annotated[int, typer.Option(help="GiB of CPU KV cache.")] = 1,
+    dtype: Annotated[str, typer.Option(help="auto (bfloat16 on CPU) or float32.")] = "auto",
+    python: Annotated[Path | None, typer.Option(help="Interpreter with vllm installed; default: .venv-vllm.")] = None,
+    startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for the server to be healthy.")] = 300.0,
 ) -> None:
     """Serve MODEL with vLLM on this machine until Ctrl-C."""
     settings = Settings()

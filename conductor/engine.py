@@ -60,6 +60,7 @@ class RoundTask:
     round_id: int
     job_id: str
     kind: RoundKind
+    max_steps: int
     question: str
     previous: Workflow | None
     previous_answer: str | None
@@ -110,11 +111,16 @@ class Engine:
             job = s.get_one(Job, job_id)
             question = Problem.model_validate(job.problem).question
             job.open_chains = job.samples
+            fixed = job.options.get("workflow")
             for sample in range(job.samples):
                 chain = Chain(job_id=job_id, sample_index=sample, depth=0, question=question)
                 s.add(chain)
                 s.flush()
-                eff.plans.append(self._new_round(s, chain, RoundKind.PLAN))
+                if fixed:
+                    rnd = s.get_one(Round, self._new_round(s, chain, RoundKind.FIXED))
+                    eff.steps += self._start_workflow(s, rnd, Workflow.from_lists(**fixed))
+                else:
+                    eff.plans.append(self._new_round(s, chain, RoundKind.PLAN))
         return eff
 
     def finalize(self, job_id: str, choose: AnswerChooser = first_done) -> bool:
@@ -164,21 +170,37 @@ class Engine:
                 round_id=rnd.id,
                 job_id=rnd.job_id,
                 kind=RoundKind(rnd.kind),
+                max_steps=self._max_steps(rnd.chain.job),
                 question=rnd.chain.question,
                 previous=Workflow.from_lists(**previous.workflow) if previous and rnd.kind == RoundKind.REPLAN.value else None,
                 previous_answer=previous.answer if previous and rnd.kind == RoundKind.REPLAN.value else None,
             )
 
-    def reserve_call(self, job_id: str) -> bool:
-        """Count one model call against the job's budget; False when the budget is spent."""
+    def reserve_call(self, job_id: str) -> str | None:
+        """Count one model call against the job's budgets; returns why not when one is spent.
+
+        Budgets are checked before each call: a call's own size is unknown until it returns,
+        so the last admitted call can overshoot a token or USD budget by at most its own cost.
+        """
         with self.sessions.begin() as s:
-            return bool(
-                s.execute(
-                    update(Job)
-                    .where(Job.id == job_id, Job.model_calls < self.settings.max_model_calls)
-                    .values(model_calls=Job.model_calls + 1)
-                ).rowcount
-            )
+            admitted = s.execute(
+                update(Job)
+                .where(
+                    Job.id == job_id,
+                    Job.model_calls < self.settings.max_model_calls,
+                    Job.budget_tokens.is_(None) | ((Job.prompt_tokens + Job.completion_tokens) < Job.budget_tokens),
+                    Job.budget_usd.is_(None) | (Job.cost_usd < Job.budget_usd),
+                )
+                .values(model_calls=Job.model_calls + 1)
+            ).rowcount
+            if admitted:
+                return None
+            job = s.get_one(Job, job_id)
+            if job.model_calls >= self.settings.max_model_calls:
+                return f"{BUDGET_MARK}: {job.model_calls} model calls (cap {self.settings.max_model_calls})"
+            if job.budget_tokens is not None and job.prompt_tokens + job.completion_tokens >= job.budget_tokens:
+                return f"{BUDGET_MARK}: {job.prompt_tokens + job.completion_tokens} tokens (budget {job.budget_tokens})"
+            return f"{BUDGET_MARK}: ${job.cost_usd:.6f} (budget ${job.budget_usd})"
 
     def record_plan(
         self,
@@ -201,6 +223,7 @@ class Engine:
             if rnd.status != RoundStatus.PLANNING.value:
                 return eff  # a duplicate delivery: the first one recorded this round
             is_replan = rnd.kind == RoundKind.REPLAN.value
+            max_steps = self._max_steps(rnd.chain.job)
             rnd.prompt_messages = messages
             rnd.prompt_token_ids = prompt_token_ids
             rnd.completion_text = text
@@ -215,7 +238,7 @@ class Engine:
             self._add_usage(s, rnd.job_id, prompt_tokens, completion_tokens, cost_usd)
             try:
                 workflow = parse_workflow(
-                    text, pool_size=len(self.pool.cards()), max_steps=self.settings.max_steps, allow_empty=is_replan
+                    text, pool_size=len(self.pool.cards()), max_steps=max_steps, allow_empty=is_replan
                 )
             except PlanParseError as exc:
                 rnd.parse_status, rnd.parse_error = ParseStatus.FAILED.value, str(exc)
@@ -417,8 +440,9 @@ class Engine:
         failures = sum(1 for r in chain.rounds if r.status == RoundStatus.UNPARSEABLE.value)
         if failures <= self.settings.plan_retries and chain.rounds_used < self.settings.max_rounds:
             return Effects(plans=[self._new_round(s, chain, RoundKind.PLAN)])
-        if self.settings.fallback_worker:
-            index = [w.name for w in self.pool.workers].index(self.pool.worker(self.settings.fallback_worker).name)
+        fallback_name = self.settings.fallback_worker or self.pool.fallback_worker
+        if fallback_name:
+            index = [w.name for w in self.pool.workers].index(self.pool.worker(fallback_name).name)
             fallback = Workflow.from_lists([index], [chain.question], [[]])
             chain.rounds_used += 1
             fb = Round(
@@ -490,7 +514,8 @@ class Engine:
         chain = rnd.chain
         may_replan = (
             self.settings.recursion
-            and rnd.kind != RoundKind.FALLBACK.value
+            and chain.job.options.get("recursion", True)
+            and rnd.kind in (RoundKind.PLAN.value, RoundKind.REPLAN.value)
             and chain.rounds_used < self.settings.max_rounds
         )
         if may_replan:
@@ -548,6 +573,9 @@ class Engine:
             update(Job).where(Job.id == chain.job_id).values(open_chains=Job.open_chains - 1).returning(Job.open_chains)
         ).scalar_one()
         return Effects(finalize=[chain.job_id]) if left == 0 else Effects()
+
+    def _max_steps(self, job: Job) -> int:
+        return min(int(job.options.get("max_steps", self.settings.max_steps)), self.settings.max_steps)
 
     def _latest_answer_round(self, s: Session, chain_id: int, before: int | None = None) -> Round | None:
         q = select(Round).where(Round.chain_id == chain_id, Round.status == RoundStatus.DONE.value)

@@ -29,6 +29,14 @@ class WorkerCallError(ConductorError):
         self.retry_after = retry_after
 
 
+class RateLimited(WorkerCallError):
+    """A cluster-wide rate limit or concurrency cap would make this call wait too long: come back later."""
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message, retryable=True, retry_after=retry_after)
+        self.retry_after: float = retry_after
+
+
 class BudgetExceeded(ConductorError):
     """A job ran out of its model-call, token or cost budget."""
 

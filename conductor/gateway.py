@@ -16,7 +16,7 @@ from typing import Any, ContextManager, Iterator, Protocol
 import litellm
 
 from conductor import local_backend
-from conductor.errors import WorkerCallError
+from conductor.errors import RateLimited, WorkerCallError
 from conductor.pool import ModelSpec, Pool, WorkerSpec
 
 litellm.suppress_debug_info = True  # it prints provider banners on every unknown-price lookup
@@ -122,6 +122,8 @@ class Gateway:
                 result.worker = name
                 result.served_by = current.name
                 return result
+            except RateLimited:
+                raise  # not a failure: the step is re-queued and retries this same worker later
             except WorkerCallError as exc:
                 errors.append(f"{current.name}: {exc}")
                 current = self.pool.worker(current.fallback) if current.fallback else None

@@ -5,8 +5,8 @@ No Celery here: tasks call these methods and enqueue the `Effects` they return.
 
 from __future__ import annotations
 
-from conductor.engine import BUDGET_MARK, Effects, first_done
-from conductor.errors import WorkerCallError
+from conductor.engine import Effects, first_done
+from conductor.errors import RateLimited, WorkerCallError
 from conductor.prompt import build_plan_messages, build_replan_messages, build_step_messages
 from conductor.runtime import Runtime
 from conductor.states import RoundKind
@@ -24,9 +24,10 @@ class Orchestrator:
         task = engine.claim_round(round_id, worker)
         if task is None:
             return Effects()
-        if not engine.reserve_call(task.job_id):
-            return engine.fail_round(round_id, f"{BUDGET_MARK}: {self.rt.settings.max_model_calls} model calls")
-        max_steps = self.rt.settings.max_steps
+        refused = engine.reserve_call(task.job_id)
+        if refused:
+            return engine.fail_round(round_id, refused)
+        max_steps = task.max_steps
         if task.kind == RoundKind.REPLAN and task.previous is not None:
             messages = build_replan_messages(
                 task.question, pool.cards(), previous=task.previous, previous_answer=task.previous_answer or "",
@@ -59,8 +60,9 @@ class Orchestrator:
         as_conductor = pool.is_conductor_index(task.worker_index)
         if as_conductor and task.depth < self.rt.settings.max_depth:
             return engine.start_nested(task)
-        if not engine.reserve_call(task.job_id):
-            return engine.fail_step(step_id, f"{BUDGET_MARK}: {self.rt.settings.max_model_calls} model calls")
+        refused = engine.reserve_call(task.job_id)
+        if refused:
+            return engine.fail_step(step_id, refused)
         messages = build_step_messages(task.subtask, task.context)
         try:
             if as_conductor:
@@ -68,6 +70,8 @@ class Orchestrator:
                 c = self.rt.gateway.call_spec(pool.conductor, messages, label="conductor")
             else:
                 c = self.rt.gateway.call_worker(task.worker_name, messages)
+        except RateLimited:
+            raise  # the task hands the step back and re-queues it; a limit is not a failure
         except WorkerCallError as exc:
             return engine.fail_step(step_id, str(exc))
         return engine.complete_step(

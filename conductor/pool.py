@@ -25,6 +25,7 @@ class Limits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     rpm: int | None = Field(None, gt=0, description="Requests per minute.")
+    rps: int | None = Field(None, gt=0, description="Requests per second (smooths bursts within the minute).")
     tpm: int | None = Field(None, gt=0, description="Tokens (prompt + completion) per minute.")
     concurrency: int | None = Field(None, gt=0, description="Calls in flight at once.")
 
@@ -81,6 +82,9 @@ class Pool(BaseModel):
     conductor: ConductorSpec
     workers: list[WorkerSpec] = Field(min_length=1)
     providers: dict[str, Limits] = Field(default_factory=dict, description="Limits per provider (all its models).")
+    fallback_worker: str | None = Field(
+        None, description="Worker that answers alone when every plan failed to parse (settings may override)."
+    )
 
     @model_validator(mode="after")
     def _check_names(self) -> "Pool":
@@ -95,6 +99,8 @@ class Pool(BaseModel):
                 raise ValueError(f"workers.{w.name}.fallback: unknown worker {w.fallback!r}")
             if w.fallback == w.name:
                 raise ValueError(f"workers.{w.name}.fallback: a worker cannot fall back to itself")
+        if self.fallback_worker is not None and self.fallback_worker not in names:
+            raise ValueError(f"fallback_worker: unknown worker {self.fallback_worker!r}")
         return self
 
     # -- what the Conductor sees ------------------------------------------------------

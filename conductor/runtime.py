@@ -38,7 +38,15 @@ class Runtime:
 
     @cached_property
     def gateway(self) -> Gateway:
-        return Gateway(self.pool, model_home=self.settings.model_cache, limiter=self._limiter)
+        return Gateway(self.pool, model_home=self.settings.model_cache, limiter=self._limiter or self._redis_limiter())
+
+    def _redis_limiter(self) -> CallLimiter | None:
+        """Cluster-wide limits when the pool declares any and a Redis is at hand (else none)."""
+        from schedulers.limits import RedisLimiter, has_limits
+
+        broker = self.settings.broker_url
+        url = self.settings.redis_url or (broker if broker.startswith(("redis://", "rediss://")) else None)
+        return RedisLimiter(url, self.pool) if url and has_limits(self.pool) else None
 
     @cached_property
     def engine(self) -> Engine:

@@ -47,9 +47,13 @@ class Service:
         idempotency_key: str | None = None,
         priority: int = 5,
         webhook_url: str | None = None,
+        options: dict[str, Any] | None = None,
+        budget_tokens: int | None = None,
+        budget_usd: float | None = None,
     ) -> tuple[str, bool]:
         """Create a job and start it; returns (job_id, created). A repeated idempotency key returns the first job."""
         job = self._new_job(problem, samples, tenant_id, None, None, idempotency_key, priority, webhook_url)
+        job.options, job.budget_tokens, job.budget_usd = options or {}, budget_tokens, budget_usd
         with self.rt.sessions.begin() as s:
             s.add(job)
             try:
@@ -63,7 +67,7 @@ class Service:
 
     def submit_batch(
         self, path: str | Path, *, format: str | None = None, samples: int | None = None, tenant_id: str | None = None,
-        limit: int | None = None,
+        limit: int | None = None, options: dict[str, Any] | None = None,
     ) -> BatchReport:
         batch = Batch(tenant_id=tenant_id, source=str(path))
         report = BatchReport(batch_id=batch.id)
@@ -74,7 +78,9 @@ class Service:
                 continue
             if limit is not None and len(jobs) >= limit:
                 break
-            jobs.append(self._new_job(item, samples, tenant_id, batch.id, line, None, 5, None))
+            job = self._new_job(item, samples, tenant_id, batch.id, line, None, 5, None)
+            job.options = options or {}
+            jobs.append(job)
         batch.total, batch.rejected = len(jobs), report.rejected
         with self.rt.sessions.begin() as s:
             s.add(batch)
@@ -97,6 +103,7 @@ class Service:
             problem=problem.model_dump(),
             samples=samples or self.rt.settings.samples,
             webhook_url=webhook_url,
+            options={},
         )
 
     def _by_key(self, tenant_id: str | None, key: str | None) -> str:

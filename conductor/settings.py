@@ -17,6 +17,9 @@ class Settings(BaseSettings):
     home: Path = Field(Path(".conductor"), description="Directory for the embedded database, model cache and logs.")
     database_url: str | None = Field(None, description="SQLAlchemy URL; default: SQLite file in `home`.")
     broker_url: str = Field("memory://", description="Celery broker; memory:// runs an in-process worker.")
+    redis_url: str | None = Field(
+        None, description="Redis for cluster-wide rate limits; default: the broker when it is redis://, else none."
+    )
     pool_file: Path | None = Field(None, description="Worker pool YAML; default: the bundled local CPU pool.")
 
     max_steps: int = Field(5, ge=1, le=16, description="Most steps one workflow may have (paper: 5).")
@@ -25,9 +28,11 @@ class Settings(BaseSettings):
     max_depth: int = Field(1, ge=0, description="Most nesting of Conductor-as-worker calls.")
     max_model_calls: int = Field(40, ge=1, description="Most model calls (Conductor + workers) one job may make.")
     samples: int = Field(1, ge=1, le=64, description="Workflows sampled per problem (G).")
-    plan_retries: int = Field(2, ge=0, description="Resamples after an unparseable plan before the fallback.")
+    plan_retries: int = Field(1, ge=0, description="Resamples after an unparseable plan before the fallback.")
     fallback_worker: str | None = Field(
-        None, description="Worker that answers alone when every plan failed to parse; None fails the chain."
+        None,
+        description="Worker that answers alone when every plan failed to parse; default: the pool's "
+        "`fallback_worker`; neither fails the chain.",
     )
 
     step_lease_s: float = Field(600.0, gt=0, description="A claimed step or plan not finished by then is re-run.")

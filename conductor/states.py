@@ -25,6 +25,7 @@ class RoundKind(str, Enum):
     PLAN = "plan"  #: first Conductor call of a chain, or a resample after a parse failure
     REPLAN = "replan"  #: recursive call that sees the previous workflow and answer
     FALLBACK = "fallback"  #: no Conductor call: the configured one-step workflow after failed plans
+    FIXED = "fixed"  #: no Conductor call: a workflow given with the job (baselines, hand-written pipelines)
 
 
 class RoundStatus(str, Enum):

@@ -27,12 +27,11 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -43,6 +42,19 @@ DEFAULT_VENV = REPO_ROOT / ".venv-vllm"
 TOKEN_ID_PREFIX = "token_id:"
 # The extra request fields that make vLLM return token ids (see module docstring).
 TOKEN_ID_EXTRA_BODY: dict[str, Any] = {"return_tokens_as_token_ids": True, "return_token_ids": True}
+
+
+# argv: [-c, parent pid (0: none), interpreter args...]
+_EXEC_SHIM = """
+import ctypes, os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+parent = int(sys.argv[1])
+if parent and sys.platform.startswith("linux"):
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        sys.exit("parent exited before vLLM started")
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
 
 
 class VllmServerError(ConductorError):
@@ -58,6 +70,17 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As servers bind: lingering TIME_WAIT connections do not count, a listener does.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 class VllmServer:
@@ -135,6 +158,19 @@ class VllmServer:
             cmd += ["--enable-lora", "--max-lora-rank", str(self.max_lora_rank), "--max-loras", str(self.max_loras)]
         return cmd + self.extra_args
 
+    def _launch_command(self) -> list[str]:
+        """command() behind a tiny exec shim run by the same interpreter.
+
+        The shim restores SIGINT (a shell starting us in the background ignores it, the
+        child would inherit that, and stop() relies on SIGINT for vLLM's clean shutdown) and,
+        with die_with_parent, asks the kernel for SIGTERM when this process goes; both
+        survive the exec. Doing it in a shim rather than Popen's preexec_fn keeps start()
+        safe to call from a threaded process.
+        """
+        cmd = self.command()
+        parent = os.getpid() if self.die_with_parent else 0
+        return [cmd[0], "-c", _EXEC_SHIM, str(parent), *cmd[1:]]
+
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
@@ -163,25 +199,25 @@ class VllmServer:
         env.update(self.extra_env)
         return env
 
-    def start(self, timeout: float = 180.0) -> VllmServer:
+    def start(self, timeout: float = 180.0) -> Self:
         """Start the process and wait until /health answers; raise VllmServerError otherwise."""
         if self.running:
             return self
         if not self.python.exists():
-            raise VllmServerError(
-                f"vLLM python not found at {self.python}; run scripts/setup_vllm_venv.sh first"
-            )
+            raise VllmServerError(f"vLLM python not found at {self.python}; run scripts/setup_vllm_venv.sh first")
+        # Otherwise the /health poll below could be answered by whatever already holds the port.
+        if not _port_free(self.port):
+            raise VllmServerError(f"port {self.port} on 127.0.0.1 is already in use")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = self.log_path.open("wb")
         # Own session so stop() can signal the whole tree (API server + EngineCore + worker).
         self._proc = subprocess.Popen(
-            self.command(),
+            self._launch_command(),
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=self.environment(),
             start_new_session=True,
-            preexec_fn=self._child_setup,
         )
         deadline = time.monotonic() + timeout
         with httpx.Client(timeout=2.0) as client:
@@ -200,16 +236,6 @@ class VllmServer:
                     self.stop()
                     raise VllmServerError(f"vLLM server not healthy after {timeout:.0f}s; log tail:\n{tail}")
                 time.sleep(0.5)
-
-    def _child_setup(self) -> None:
-        # A shell starting us in the background ignores SIGINT, and the child would inherit
-        # that; stop() relies on SIGINT for vLLM's clean shutdown.
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        if self.die_with_parent and sys.platform.startswith("linux"):
-            import ctypes
-
-            pr_set_pdeathsig = 1
-            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
     def stop(self, timeout: float = 20.0) -> None:
         proc, self._proc = self._proc, None
@@ -247,7 +273,7 @@ class VllmServer:
             self._log_file.close()
             self._log_file = None
 
-    def __enter__(self) -> VllmServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -255,8 +281,7 @@ class VllmServer:
 
 
 def _root(base_url: str) -> str:
-    base = base_url.rstrip("/")
-    return base[: -len("/v1")] if base.endswith("/v1") else base
+    return base_url.rstrip("/").removesuffix("/v1")
 
 
 def _post(base_url: str, route: str, payload: dict[str, Any], timeout: float) -> str:

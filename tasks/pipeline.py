@@ -6,8 +6,10 @@ from __future__ import annotations
 from celery import Celery, Task
 
 from conductor.engine import Effects
+from conductor.errors import RateLimited
 from conductor.orchestrator import Orchestrator
 from conductor.runtime import Runtime
+from tasks.scoring import job_has_reference, register_scoring
 
 
 class Dispatcher:
@@ -35,6 +37,7 @@ class Dispatcher:
 def register(app: Celery, runtime: Runtime) -> None:
     dispatch = Dispatcher(app)
     app.conductor_dispatch = dispatch  # type: ignore[attr-defined]
+    register_scoring(app, runtime)
     orchestrator = Orchestrator(runtime)
 
     def _orchestrator(_task: Task) -> Orchestrator:
@@ -55,11 +58,17 @@ def register(app: Celery, runtime: Runtime) -> None:
 
     @app.task(name="conductor.run_step", bind=True, shared=False)
     def run_step(self: Task, step_id: int) -> None:
-        dispatch(_orchestrator(self).run_step(step_id, self.request.hostname or ""))
+        try:
+            dispatch(_orchestrator(self).run_step(step_id, self.request.hostname or ""))
+        except RateLimited as exc:
+            # Free this worker slot instead of waiting: hand the step back and come back later.
+            runtime.engine.release_step(step_id)
+            raise self.retry(countdown=exc.retry_after, max_retries=None) from exc
 
     @app.task(name="conductor.finalize", bind=True, shared=False)
     def finalize(self: Task, job_id: str) -> None:
-        _orchestrator(self).finalize(job_id)
+        if _orchestrator(self).finalize(job_id) and job_has_reference(runtime, job_id):
+            app.send_task("conductor.score", args=[job_id], task_id=f"score-{job_id}")
 
     @app.task(name="conductor.reap", bind=True, shared=False)
     def reap(self: Task) -> None:

@@ -61,6 +61,11 @@ class Job(Base):
     status: Mapped[str] = mapped_column(String(32), default="queued", index=True)
     problem: Mapped[dict[str, Any]] = mapped_column(JSON)
     samples: Mapped[int] = mapped_column(Integer, default=1)
+    # Per-job overrides: {"workflow": {...three lists...}} runs a fixed workflow with no Conductor
+    # call (baselines), {"max_steps": 1} restricts the Conductor (router baseline), {"recursion": false}.
+    options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    budget_tokens: Mapped[int | None] = mapped_column(Integer)
+    budget_usd: Mapped[float | None] = mapped_column(Float)
     open_chains: Mapped[int] = mapped_column(Integer, default=0)
     model_calls: Mapped[int] = mapped_column(Integer, default=0)
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)

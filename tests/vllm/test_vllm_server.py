@@ -15,8 +15,8 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from conductor.local_model import pull_default_model  # noqa: E402
-from conductor.vllm_server import (  # noqa: E402
+from conductor.local_model import pull_default_model
+from conductor.vllm_server import (
     TOKEN_ID_EXTRA_BODY,
     VllmServer,
     VllmServerError,
@@ -125,7 +125,9 @@ def test_parser_reads_raw_openai_dicts_and_rejects_plain_tokens():
         "choices": [
             {
                 "token_ids": [5, 7],
-                "logprobs": {"content": [{"token": "token_id:5", "logprob": -0.5}, {"token": "token_id:7", "logprob": -1.0}]},
+                "logprobs": {
+                    "content": [{"token": "token_id:5", "logprob": -0.5}, {"token": "token_id:7", "logprob": -1.0}]
+                },
             }
         ]
     }
@@ -142,7 +144,9 @@ def _make_lora_adapters(model_path: Path, out: Path) -> tuple[Path, Path]:
     from transformers import AutoModelForCausalLM
 
     base = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-    config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], lora_dropout=0.0, task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], lora_dropout=0.0, task_type="CAUSAL_LM"
+    )
     peft_model = get_peft_model(base, config)
     paths = []
     for seed in (0, 1):

@@ -1,0 +1,54 @@
+# One command to run the main job on the embedded default, one to set up and pass the tests.
+#   make demo   -> venv, install, default local model, 3 GSM8K problems through the pipeline
+#   make test   -> venv, install, services, the whole suite (core, then the vLLM stage)
+
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+DATA   ?= ../shared/data
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup model demo services test test-core test-vllm vllm-venv lint bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first, pinned: pip takes the CPU build from the machine's local wheels.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+model: setup
+	$(BIN)/conductor models pull
+
+demo: model
+	$(BIN)/conductor run $(DATA)/gsm8k_test.jsonl --limit 3 --show-workflows --out results/demo.jsonl
+	@echo "results in results/demo.jsonl"
+
+services:
+	scripts/ensure_services.sh
+
+test: test-core test-vllm
+
+test-core: model services
+	$(BIN)/python -m pytest -m "not vllm" -q
+
+vllm-venv:
+	scripts/setup_vllm_venv.sh
+
+test-vllm: model vllm-venv
+	$(BIN)/python -m pytest -m vllm -q
+
+lint: setup
+	$(BIN)/ruff check conductor tasks reward_pipeline schedulers tests benchmarks
+
+bench: model services
+	$(BIN)/python benchmarks/queue_overhead.py
+	$(BIN)/python benchmarks/verifiers.py --n 50
+
+clean:
+	rm -rf $(VENV) .venv-vllm .conductor results

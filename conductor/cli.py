@@ -1,0 +1,169 @@
+"""The `conductor` command line: thin commands over the service layer."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from conductor.cli_common import echo_json, errors_to_exit_codes, load_settings, running_system
+from conductor.errors import InputError
+from conductor.problem import Problem
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+traces_app = typer.Typer(no_args_is_help=True, help="Conductor traces for GRPO training.")
+app.add_typer(traces_app, name="traces")
+
+
+def _workflow_lines(view: dict) -> list[str]:
+    lines = []
+    for chain in view["chains"]:
+        if chain["parent_step_id"] is not None:
+            continue
+        for rnd in chain["rounds"]:
+            head = f"  sample {chain['sample']} round {rnd['index']} ({rnd['kind']}): {rnd['status']}"
+            if rnd["parse_error"]:
+                head += f" - {rnd['parse_error']}"
+            lines.append(head)
+            for st in rnd["steps"]:
+                access = st["access"] if st["access"] == "all" else list(st["access"])
+                lines.append(f"    step {st['index']} [{st['worker']}] access={access}: {st['subtask'][:90]!r}")
+    return lines
+
+
+@app.command()
+def solve(
+    question: str = typer.Argument(..., help="The problem to solve."),
+    answer: Optional[str] = typer.Option(None, help="Reference answer, if known (enables scoring)."),
+    samples: Optional[int] = typer.Option(None, help="Workflows to sample for this problem (G)."),
+    timeout: float = typer.Option(1800, help="Seconds to wait for the result."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole job as JSON."),
+) -> None:
+    """Run one problem through the pipeline and print the result."""
+    with errors_to_exit_codes(), running_system(load_settings()) as sysm:
+        started = time.monotonic()
+        job_id, _ = sysm.service.submit(Problem(question=question, answer=answer), samples=samples)
+        sysm.service.wait([job_id], timeout=timeout)
+        view = sysm.service.job(job_id)
+        if as_json:
+            echo_json(view)
+            return
+        typer.echo(f"job {job_id}: {view['status']} in {time.monotonic() - started:.1f}s, "
+                   f"{view['tokens']} tokens, ${view['cost']:.6f}")
+        typer.echo("\n".join(_workflow_lines(view)))
+        typer.echo(f"answer: {view['answer'] if view['answer'] is not None else '-'}")
+        if view["error"]:
+            typer.echo(f"error: {view['error']}")
+
+
+@app.command()
+def run(
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="Problems: JSONL or a benchmark file."),
+    out: Optional[Path] = typer.Option(None, help="Result JSONL (default: stdout)."),
+    format: Optional[str] = typer.Option(None, "--format", help="jsonl, gsm8k, math500, aime24, mmlu, humaneval, mbpp"),
+    limit: Optional[int] = typer.Option(None, help="Only the first N problems."),
+    samples: Optional[int] = typer.Option(None, help="Workflows sampled per problem (G)."),
+    timeout: Optional[float] = typer.Option(None, help="Give up following after this many seconds."),
+    show_workflows: bool = typer.Option(False, help="Print each problem's workflow to stderr as it finishes."),
+) -> None:
+    """Submit a batch and follow it to the end with a progress bar; one JSON result line per problem."""
+    from tqdm import tqdm
+
+    with errors_to_exit_codes(), running_system(load_settings()) as sysm:
+        report = sysm.service.submit_batch(file, format=format, samples=samples, limit=limit)
+        for bad in report.rejected:
+            typer.echo(f"line {bad['line']}: rejected: {bad['error']}", err=True)
+        bar = tqdm(total=len(report.job_ids), desc=f"batch {report.batch_id[:8]}", unit="job", file=sys.stderr)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(done - bar.n)
+
+        sysm.service.wait(report.job_ids, timeout=timeout, on_progress=progress)
+        bar.close()
+        sink = out.open("w") if out else sys.stdout
+        try:
+            for line in sysm.service.result_lines(report.job_ids):
+                sink.write(json.dumps(line) + "\n")
+                if show_workflows:
+                    view = sysm.service.job(line["job_id"])
+                    typer.echo(f"[{line['id']}] {line['status']}: {str(line['answer'])[:120]!r}", err=True)
+                    typer.echo("\n".join(_workflow_lines(view)), err=True)
+        finally:
+            if out:
+                sink.close()
+        if report.rejected:
+            typer.echo(f"{len(report.rejected)} line(s) rejected, {len(report.job_ids)} run", err=True)
+
+
+@app.command()
+def status(job_id: str = typer.Argument(..., help="Job id.")) -> None:
+    """Show a job with its rounds, steps and rewards."""
+    with errors_to_exit_codes(), running_system(load_settings(), needs_worker=False) as sysm:
+        echo_json(sysm.service.job(job_id))
+
+
+@traces_app.command("export")
+def traces_export(out: Path = typer.Option(..., help="JSONL file to write.")) -> None:
+    """One line per Conductor round: prompt, completion, token ids, logprobs, policy, steps, answer, reward."""
+    with errors_to_exit_codes(), running_system(load_settings(), needs_worker=False) as sysm:
+        n = sysm.service.export_traces(out)
+        typer.echo(f"wrote {n} rounds to {out}", err=True)
+
+
+@app.command()
+def worker(
+    queues: str = typer.Option("conductor,llm,reward,default", "-Q", "--queues", help="Queues to consume."),
+    concurrency: Optional[int] = typer.Option(None, "-c", "--concurrency"),
+    pool: Optional[str] = typer.Option(None, "-P", "--pool", help="threads, prefork, solo, gevent"),
+    loglevel: str = typer.Option("INFO", "-l", "--loglevel"),
+    hostname: Optional[str] = typer.Option(None, "-n", "--hostname"),
+) -> None:
+    """Run a Celery worker process (production: Redis broker, PostgreSQL store)."""
+    from tasks.app import create_app
+
+    with errors_to_exit_codes():
+        settings = load_settings()
+        if settings.embedded:
+            raise InputError("a separate worker needs a real broker: set CONDUCTOR_BROKER_URL=redis://...")
+        celery_app = create_app(settings)
+        argv = ["worker", "-Q", queues, "-l", loglevel, "-P", pool or settings.worker_pool,
+                "-c", str(concurrency or settings.worker_concurrency)]
+        if hostname:
+            argv += ["-n", hostname]
+        celery_app.worker_main(argv)
+
+
+@app.command()
+def beat(loglevel: str = typer.Option("INFO", "-l", "--loglevel")) -> None:
+    """Run the periodic scheduler (reaper, retrain trigger). Run exactly one."""
+    from schedulers.beat import run_beat
+
+    with errors_to_exit_codes():
+        run_beat(load_settings(), loglevel=loglevel)
+
+
+def _register_optional() -> None:
+    from conductor import cli_models, cli_serve
+
+    app.add_typer(cli_models.app, name="models")
+    app.command("serve")(cli_serve.serve_command)
+    try:
+        from conductor import cli_eval  # reward/eval commands
+    except ImportError:
+        return
+    cli_eval.register(app)
+
+
+_register_optional()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""Evaluation results -> statistics, Markdown tables and plots.
+
+Input: result records, one per (benchmark, method, problem), as the eval harness writes them
+to ``results.jsonl``. Accuracy counts only verified problems (``correct`` not None); a failed
+job counts as wrong. Intervals are 95% Wilson score intervals (well-behaved at 0%, 100% and
+small n, unlike the normal approximation). Latency is job creation to job end, so it
+includes queueing. ``avg`` is the unweighted mean over benchmarks (the paper's average);
+``all`` pools every problem of a method.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Cell", "aggregate", "markdown", "percentile", "plot_accuracy_by_benchmark", "plot_accuracy_vs_tokens",
+           "wilson_interval"]
+
+Z95 = 1.959963984540054
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval for a binomial proportion; (0, 1) when n is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in [0, 100]); None for no values."""
+    xs = sorted(values)
+    if not xs:
+        return None
+    pos = (len(xs) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    xs = [float(v) for v in values if v is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+@dataclass
+class Cell:
+    """The statistics of one method on one benchmark (or on all of them: benchmark ``all``)."""
+
+    benchmark: str
+    method: str
+    n: int
+    scored: int
+    correct: int
+    accuracy: float | None
+    ci_low: float | None
+    ci_high: float | None
+    tokens_per_question: float | None
+    cost_per_question: float | None
+    latency_p50_s: float | None
+    latency_p95_s: float | None
+    steps_per_workflow: float | None
+    failed: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _cell(benchmark: str, method: str, records: list[dict[str, Any]]) -> Cell:
+    scored = [r for r in records if r.get("correct") is not None]
+    correct = sum(1 for r in scored if r["correct"])
+    lo, hi = wilson_interval(correct, len(scored)) if scored else (None, None)
+    latencies = [float(r["latency_s"]) for r in records if r.get("latency_s") is not None]
+    return Cell(
+        benchmark=benchmark,
+        method=method,
+        n=len(records),
+        scored=len(scored),
+        correct=correct,
+        accuracy=correct / len(scored) if scored else None,
+        ci_low=lo,
+        ci_high=hi,
+        tokens_per_question=_mean(r.get("tokens") for r in records),
+        cost_per_question=_mean(r.get("cost_usd") for r in records),
+        latency_p50_s=percentile(latencies, 50),
+        latency_p95_s=percentile(latencies, 95),
+        steps_per_workflow=_mean(r.get("steps_per_workflow") for r in records),
+        failed=sum(1 for r in records if r.get("status") != "done"),
+    )
+
+
+def aggregate(records: Iterable[dict[str, Any]], *, benchmarks: Sequence[str], methods: Sequence[str]) -> dict[str, Any]:
+    """Cells per (benchmark, method), pooled cells per method, and each method's benchmark average."""
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        by.setdefault((r["benchmark"], r["method"]), []).append(r)
+    cells = [_cell(b, m, by.get((b, m), [])) for m in methods for b in benchmarks]
+    pooled = [_cell("all", m, [r for b in benchmarks for r in by.get((b, m), [])]) for m in methods]
+    average = {
+        m: _mean(c.accuracy for c in cells if c.method == m) if all(
+            c.accuracy is not None for c in cells if c.method == m) else None
+        for m in methods
+    }
+    return {"cells": [c.as_dict() for c in cells], "overall": [c.as_dict() for c in pooled], "average": average}
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def markdown(summary: dict[str, Any], *, benchmarks: Sequence[str], methods: Sequence[str]) -> str:
+    """Two tables: accuracy per benchmark with cost columns (like the paper's), then every cell in full."""
+    cells = {(c["benchmark"], c["method"]): c for c in summary["cells"]}
+    overall = {c["method"]: c for c in summary["overall"]}
+    head = ["method", *benchmarks, "avg", "tokens / q", "USD / q", "latency p50 s", "latency p95 s", "steps / wf"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in methods:
+        o = overall[m]
+        row = [m, *(_pct(cells[(b, m)]["accuracy"]) for b in benchmarks), _pct(summary["average"].get(m)),
+               _num(o["tokens_per_question"], ",.0f"), _num(o["cost_per_question"], ".6f"),
+               _num(o["latency_p50_s"], ".1f"), _num(o["latency_p95_s"], ".1f"), _num(o["steps_per_workflow"], ".2f")]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Accuracy in %, 95% Wilson interval in brackets; latency from submission to job end.", ""]
+    head2 = ["benchmark", "method", "n", "correct", "accuracy %", "95% CI", "tokens / q", "USD / q", "p50 s",
+             "p95 s", "steps / wf", "failed"]
+    lines += ["| " + " | ".join(head2) + " |", "|" + "---|" * len(head2)]
+    for b in [*benchmarks, "all"]:
+        for m in methods:
+            c = overall[m] if b == "all" else cells[(b, m)]
+            ci = "-" if c["ci_low"] is None else f"[{_pct(c['ci_low'])}, {_pct(c['ci_high'])}]"
+            lines.append("| " + " | ".join([
+                b, m, str(c["n"]), f"{c['correct']}/{c['scored']}", _pct(c["accuracy"]), ci,
+                _num(c["tokens_per_question"], ",.0f"), _num(c["cost_per_question"], ".6f"),
+                _num(c["latency_p50_s"], ".1f"), _num(c["latency_p95_s"], ".1f"), _num(c["steps_per_workflow"], ".2f"),
+                str(c["failed"]),
+            ]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on servers and CI
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_accuracy_vs_tokens(summary: dict[str, Any], path: Path) -> Path:
+    """One point per method: pooled accuracy (with its interval) against tokens per question."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 5), dpi=110)
+    for c in summary["overall"]:
+        if c["accuracy"] is None or c["tokens_per_question"] is None:
+            continue
+        y = 100 * c["accuracy"]
+        err = [[y - 100 * c["ci_low"]], [100 * c["ci_high"] - y]]
+        ax.errorbar(c["tokens_per_question"], y, yerr=err, fmt="o", capsize=4, label=c["method"])
+        ax.annotate(c["method"], (c["tokens_per_question"], y), textcoords="offset points", xytext=(6, 6), fontsize=8)
+    xs = [c["tokens_per_question"] for c in summary["overall"] if c["tokens_per_question"]]
+    if xs and max(xs) / max(min(xs), 1e-9) > 20:
+        ax.set_xscale("log")
+    ax.set_xlabel("tokens per question")
+    ax.set_ylabel("accuracy % (all benchmarks, 95% Wilson CI)")
+    ax.set_ylim(-2, 102)
+    ax.set_title("Accuracy vs. tokens per question")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_accuracy_by_benchmark(summary: dict[str, Any], path: Path, *, benchmarks: Sequence[str],
+                               methods: Sequence[str]) -> Path:
+    """Grouped bars: accuracy of every method on every benchmark, with 95% intervals."""
+    plt = _pyplot()
+    cells = {(c["benchmark"], c["method"]): c for c in summary["cells"]}
+    width = 0.8 / max(1, len(methods))
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(benchmarks) * max(1, len(methods)) ** 0.5 + 3), 5), dpi=110)
+    for j, m in enumerate(methods):
+        xs, ys, lo, hi = [], [], [], []
+        for i, b in enumerate(benchmarks):
+            c = cells[(b, m)]
+            y = 100 * (c["accuracy"] or 0.0)
+            xs.append(i + (j - (len(methods) - 1) / 2) * width)
+            ys.append(y)
+            lo.append(y - 100 * c["ci_low"] if c["ci_low"] is not None else 0.0)
+            hi.append(100 * c["ci_high"] - y if c["ci_high"] is not None else 0.0)
+        ax.bar(xs, ys, width=width, label=m, yerr=[lo, hi], capsize=3)
+    ax.set_xticks(range(len(benchmarks)))
+    ax.set_xticklabels(benchmarks)
+    ax.set_ylabel("accuracy % (95% Wilson CI)")
+    ax.set_ylim(0, 105)
+    ax.set_title("Accuracy per benchmark")
+    ax.legend(fontsize=8, ncols=min(4, len(methods)))
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,267 @@
+"""Reward assignment: turn a finished job's chains into `rewards` rows for GRPO.
+
+The paper's scheme (`RewardScheme()`): a sampled workflow earns 0 when the Conductor's three
+lists could not be parsed, 0.5 when they parsed but the executed workflow's final answer is
+wrong, 1 when it is right.
+
+What `score_job` writes, for one job:
+
+* one **chain reward** per top-level chain (one per sample), on the chain's last round
+  (`chain_id` and `round_id` set), from `verifier_for(problem)` applied to the chain's answer.
+  A chain that ended without an answer gets the `unparseable` value when none of its rounds
+  ever produced a workflow, and the `wrong` value otherwise (the plan parsed; the run failed);
+  `details.failed` marks the latter so a trainer can drop infrastructure failures.
+* one **round reward** (`unparseable`, verifier ``parse``) per unparseable Conductor round of
+  the job, nested chains included. These carry `round_id` only, not `chain_id`: the trace
+  export matches rewards by round *or* chain, so a chain id here would leak a 0 onto the
+  chain's parsed rounds. They are inserted after the chain rewards so that, for the round
+  itself, the round reward is the newest match.
+
+Idempotent: a job that already has verifier rewards is not scored again (a duplicate task
+delivery just returns the stored rows); `force=True` replaces them. The write transaction
+starts with an UPDATE of the job row, which takes the row lock (PostgreSQL) or the write
+lock (SQLite) before checking for existing rows, so two concurrent scorers cannot both insert.
+
+Best-of-G: when a verifier exists and the job sampled G > 1 workflows, the job's answer is
+re-picked here, after scoring, as the best-scoring sample (ties: lowest sample index). Why
+here and not with an `AnswerChooser` at finalize: verifying means running a code sandbox, a
+math-verify child or an LLM judge, seconds per sample; finalize is one short transaction on
+the default queue, and verification belongs on the `reward` queue (prefork workers, its own
+limits). The cost: between finalize and scoring the job shows the first finished sample's
+answer (and the webhook carries that one).
+
+User feedback (`record_feedback`) is a reward with `source="feedback"` on the job's answer
+chain; a newer feedback replaces the older one.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, select, update
+
+from conductor.errors import ConductorError, InputError, NotFound, VerifierError
+from conductor.problem import Problem
+from conductor.runtime import Runtime
+from conductor.states import TERMINAL_JOB, ChainStatus, JobStatus, ParseStatus, RoundKind, RoundStatus
+from conductor.store.models import Chain, Job, Reward, Round
+from reward_pipeline.verifiers import Verdict, Verifier, verdict_from_feedback, verifier_for
+
+__all__ = [
+    "PAPER_SCHEME",
+    "JobNotFinished",
+    "RewardScheme",
+    "chain_rewards",
+    "job_has_reference",
+    "record_feedback",
+    "score_job",
+]
+
+log = logging.getLogger(__name__)
+
+PARSE_VERIFIER = "parse"
+FEEDBACK = "feedback"
+
+
+class JobNotFinished(ConductorError):
+    """Scoring needs every chain of the job to have ended."""
+
+
+@dataclass(frozen=True)
+class RewardScheme:
+    """Reward values. The defaults are the paper's (0 / 0.5 / 1).
+
+    `graded`: when a verdict carries a score in [0, 1] (LLM judge, user feedback), interpolate
+    between `wrong` and `right` instead of using the binary verdict.
+    """
+
+    unparseable: float = 0.0
+    wrong: float = 0.5
+    right: float = 1.0
+    graded: bool = False
+
+    def value(self, verdict: Verdict) -> float:
+        if self.graded and verdict.score is not None:
+            return self.wrong + (self.right - self.wrong) * float(verdict.score)
+        return self.right if verdict.correct else self.wrong
+
+
+PAPER_SCHEME = RewardScheme()
+
+
+@dataclass(frozen=True)
+class _ChainSnap:
+    id: int
+    sample: int
+    status: str
+    answer: str | None
+    error: str | None
+    last_round_id: int | None
+    ever_parsed: bool
+
+
+def job_has_reference(runtime: Runtime, job_id: str) -> bool:
+    """Whether the job's problem carries something to check answers against (answer, tests, rubric)."""
+    with runtime.sessions() as s:
+        problem = s.scalar(select(Job.problem).where(Job.id == job_id))
+    return bool(problem) and Problem.model_validate(problem).has_reference
+
+
+def score_job(
+    runtime: Runtime,
+    job_id: str,
+    *,
+    judge: Verifier | None = None,
+    scheme: RewardScheme = PAPER_SCHEME,
+    verifier: Verifier | None = None,
+    force: bool = False,
+) -> list[Reward]:
+    """Verify every top-level chain of a finished job and store its rewards (see the module doc).
+
+    Returns the job's verifier-source reward rows (chain rewards by sample, then round
+    rewards); each row's `details` holds the verdict (`reason`, `evidence`, `score`). Raises
+    NotFound, JobNotFinished, or VerifierError when a verifier could not reach a verdict (then
+    nothing is written: a group with a missing member would skew GRPO's group statistics).
+    """
+    with runtime.sessions() as s:
+        job = s.get(Job, job_id)
+        if job is None:
+            raise NotFound(f"no job {job_id}")
+        if JobStatus(job.status) not in TERMINAL_JOB:
+            raise JobNotFinished(f"job {job_id} is {job.status}; score it once it has finished")
+        if not force:
+            existing = _verifier_rewards(s, job_id)
+            if existing:
+                return existing
+        problem = Problem.model_validate(job.problem)
+        samples, status = job.samples, job.status
+        chains = [_snap(c) for c in sorted(job.chains, key=lambda c: c.sample_index) if c.parent_step_id is None]
+        bad_rounds = [
+            (r.id, r.parse_error)
+            for r in s.scalars(
+                select(Round).where(Round.job_id == job_id, Round.status == RoundStatus.UNPARSEABLE.value)
+                .order_by(Round.id)
+            )
+        ]
+
+    # Verification runs outside any transaction: it can take seconds per chain.
+    check = verifier if verifier is not None else verifier_for(problem, judge=judge)
+    verdicts: dict[int, Verdict] = {}
+    if check is not None:
+        for c in chains:
+            if c.answer is not None:
+                verdicts[c.id] = check.verify(c.answer, problem)
+
+    with runtime.sessions.begin() as s:
+        # Lock first (see the module doc), then look again: another scorer may have finished.
+        s.execute(update(Job).where(Job.id == job_id).values(answer_chain_id=Job.answer_chain_id))
+        existing = _verifier_rewards(s, job_id)
+        if existing and not force:
+            return existing
+        if existing:
+            s.execute(delete(Reward).where(Reward.id.in_([r.id for r in existing])))
+        rows: list[Reward] = []
+        if check is not None:
+            rows += [_chain_reward(job_id, c, verdicts.get(c.id), check.name, scheme) for c in chains]
+        rows += [
+            Reward(job_id=job_id, chain_id=None, round_id=rid, value=scheme.unparseable, correct=False,
+                   verifier=PARSE_VERIFIER, source="verifier",
+                   details={"kind": "round", "reason": f"unparseable plan: {err or 'no workflow'}"})
+            for rid, err in bad_rounds
+        ]
+        s.add_all(rows)
+        s.flush()
+        if check is not None and samples > 1 and status == JobStatus.DONE.value:
+            _pick_best(s, job_id, rows, chains)
+    return rows
+
+
+def chain_rewards(runtime: Runtime, job_id: str) -> dict[int, Reward]:
+    """The job's verifier chain rewards by chain id (what the eval harness reads)."""
+    with runtime.sessions() as s:
+        return {r.chain_id: r for r in _verifier_rewards(s, job_id) if r.chain_id is not None}
+
+
+def record_feedback(runtime: Runtime, job_id: str, value: Any, *, scheme: RewardScheme = PAPER_SCHEME) -> Reward:
+    """Store a user's judgement of a job's answer as a `feedback` reward on its answer chain.
+
+    `value`: a score in [0, 1], a bool, or a thumbs word ("up", "down", "👍", "80%", "4/5").
+    The stored value maps the score onto the scheme's [wrong, right] range, so verifier and
+    feedback rewards share one scale. A newer feedback replaces the older one for the job.
+    """
+    try:
+        verdict = verdict_from_feedback(value)
+    except VerifierError as exc:
+        raise InputError(str(exc)) from exc
+    score = float(verdict.score if verdict.score is not None else verdict.correct)
+    with runtime.sessions.begin() as s:
+        job = s.get(Job, job_id)
+        if job is None:
+            raise NotFound(f"no job {job_id}")
+        s.execute(delete(Reward).where(Reward.job_id == job_id, Reward.source == FEEDBACK))
+        row = Reward(
+            job_id=job_id,
+            chain_id=job.answer_chain_id,
+            round_id=None,
+            value=scheme.wrong + (scheme.right - scheme.wrong) * score,
+            correct=verdict.correct,
+            verifier=FEEDBACK,
+            source=FEEDBACK,
+            details={"reason": verdict.reason, "score": score, "feedback": verdict.details.get("feedback"),
+                     "answer": (job.answer or "")[-2000:]},
+        )
+        s.add(row)
+        s.flush()
+    return row
+
+
+# -- internals ---------------------------------------------------------------------------
+def _verifier_rewards(s: Any, job_id: str) -> list[Reward]:
+    rows = list(s.scalars(select(Reward).where(Reward.job_id == job_id, Reward.source == "verifier")
+                          .order_by(Reward.id)))
+    for r in rows:
+        s.expunge(r)
+    return rows
+
+
+def _snap(c: Chain) -> _ChainSnap:
+    rounds = sorted(c.rounds, key=lambda r: r.round_index)
+    # A fallback workflow is the system's, not the Conductor's: it does not count as a parsed plan.
+    parsed = any(
+        r.parse_status in (ParseStatus.OK.value, ParseStatus.ACCEPT.value) or r.kind == RoundKind.FIXED.value
+        for r in rounds
+    )
+    answer = c.answer if c.status == ChainStatus.DONE.value else None
+    return _ChainSnap(c.id, c.sample_index, c.status, answer, c.error, rounds[-1].id if rounds else None, parsed)
+
+
+def _chain_reward(job_id: str, c: _ChainSnap, verdict: Verdict | None, verifier: str, scheme: RewardScheme) -> Reward:
+    base = {"kind": "chain", "sample": c.sample}
+    if verdict is not None:
+        return Reward(job_id=job_id, chain_id=c.id, round_id=c.last_round_id, value=scheme.value(verdict),
+                      correct=verdict.correct, verifier=verdict.verifier, source="verifier",
+                      details={**base, "reason": verdict.reason, "evidence": verdict.details, "score": verdict.score})
+    if not c.ever_parsed:
+        return Reward(job_id=job_id, chain_id=c.id, round_id=c.last_round_id, value=scheme.unparseable,
+                      correct=False, verifier=PARSE_VERIFIER, source="verifier",
+                      details={**base, "reason": f"no parseable workflow: {c.error or 'no answer'}"})
+    return Reward(job_id=job_id, chain_id=c.id, round_id=c.last_round_id, value=scheme.wrong, correct=False,
+                  verifier=verifier, source="verifier",
+                  details={**base, "reason": f"no answer: {c.error or c.status}", "failed": True})
+
+
+def _pick_best(s: Any, job_id: str, rows: list[Reward], chains: list[_ChainSnap]) -> None:
+    answers = {c.id: (c.sample, c.answer) for c in chains if c.answer is not None}
+    scored = [r for r in rows if r.chain_id in answers]
+    if not scored:
+        return
+    best = max(scored, key=lambda r: (r.value, -answers[r.chain_id][0]))
+    moved = s.execute(
+        update(Job).where(Job.id == job_id, Job.answer_chain_id != best.chain_id)
+        .values(answer=answers[best.chain_id][1], answer_chain_id=best.chain_id)
+    ).rowcount
+    if moved:
+        log.info("job %s: best-of-%d answer is sample %d (reward %.2f)", job_id, len(chains),
+                 answers[best.chain_id][0], best.value)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Start Redis and PostgreSQL where they are not already running (CI machines start them
+# before the session; a fresh machine may not). Safe to run repeatedly.
+set -uo pipefail
+
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+    echo "starting redis"
+    mkdir -p /var/lib/redis /var/log/redis
+    redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+        --dir /var/lib/redis --logfile /var/log/redis/ci.log
+fi
+if ! pg_isready -h 127.0.0.1 -p 5432 >/dev/null 2>&1; then
+    echo "starting postgresql"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start
+fi
+for i in $(seq 1 30); do
+    if redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && pg_isready -h 127.0.0.1 -p 5432 >/dev/null 2>&1; then
+        exit 0
+    fi
+    sleep 1
+done
+echo "redis or postgresql did not come up" >&2
+exit 1
