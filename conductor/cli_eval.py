@@ -4,28 +4,34 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Annotated
 
 import typer
 
 from conductor.cli_common import echo_json, errors_to_exit_codes, load_settings, running_system
 from conductor.errors import InputError
 
+BenchmarkOpt = Annotated[str, typer.Option(
+    "--benchmark", "-b", help="gsm8k, math500, aime24, mmlu, humaneval, mbpp or a problem file; comma-separated for several.")]
+MethodsOpt = Annotated[str, typer.Option(
+    "--methods", "-m", help="Comma-separated: conductor, router, single:WORKER, moa[:AGG], self-reflect[:WORKER[:K]], "
+    "best-of-n[:WORKER[:N]].")]
+OutDirOpt = Annotated[Path, typer.Option("--out", "-o", help="Directory for results.jsonl, results.json, report.md, plots.")]
+JudgeOpt = Annotated[str | None, typer.Option(help="Pool worker that judges rubric problems.")]
+DataDirOpt = Annotated[Path | None, typer.Option(help="Directory of the benchmark files (default: shared/data).")]
+
 
 def eval_command(
-    benchmark: str = typer.Option(..., "--benchmark", "-b",
-                                  help="gsm8k, math500, aime24, mmlu, humaneval, mbpp or a problem file; comma-separated for several."),
-    methods: str = typer.Option("conductor", "--methods", "-m",
-                                help="Comma-separated: conductor, router, single:WORKER, moa[:AGG], "
-                                     "self-reflect[:WORKER[:K]], best-of-n[:WORKER[:N]]."),
-    out: Path = typer.Option(..., "--out", "-o", help="Directory for results.jsonl, results.json, report.md, plots."),
-    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="First N problems of each benchmark."),
-    parallel: int = typer.Option(16, min=1, help="Jobs in flight at once."),
-    pool: Optional[Path] = typer.Option(None, help="Worker pool YAML (default: settings)."),
-    judge: Optional[str] = typer.Option(None, help="Pool worker that judges rubric problems."),
-    data_dir: Optional[Path] = typer.Option(None, help="Directory of the benchmark files."),
-    job_timeout: float = typer.Option(3600.0, help="Seconds one job may take before it is left for a rerun."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+    benchmark: BenchmarkOpt,
+    out: OutDirOpt,
+    methods: MethodsOpt = "conductor",
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="First N problems of each benchmark.")] = None,
+    parallel: Annotated[int, typer.Option(min=1, help="Jobs in flight at once.")] = 16,
+    pool: Annotated[Path | None, typer.Option(help="Worker pool YAML (default: settings).")] = None,
+    judge: JudgeOpt = None,
+    data_dir: DataDirOpt = None,
+    job_timeout: Annotated[float, typer.Option(help="Seconds one job may take before a rerun retries it.")] = 3600.0,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")] = True,
 ) -> None:
     """Evaluate the Conductor and baselines on benchmarks; resumable (finished pairs are skipped)."""
     from reward_pipeline.baselines import parse_methods
@@ -52,12 +58,12 @@ def eval_command(
 
 
 def verify_command(
-    file: str = typer.Option(..., "--file", "-f", help="Problem file (any supported format) or a benchmark name."),
-    answers: Path = typer.Option(..., "--answers", "-a", exists=True, dir_okay=False,
-                                 help='JSONL of {"id": ..., "answer": ...} lines.'),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write one verdict JSON line per problem here."),
-    judge: Optional[str] = typer.Option(None, help="Pool worker that judges rubric problems."),
-    data_dir: Optional[Path] = typer.Option(None, help="Directory of the benchmark files."),
+    file: Annotated[str, typer.Option("--file", "-f", help="Problem file (any supported format) or benchmark name.")],
+    answers: Annotated[Path, typer.Option("--answers", "-a", exists=True, dir_okay=False,
+                                          help='JSONL of {"id": ..., "answer": ...} lines.')],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write one verdict JSON line per problem here.")] = None,
+    judge: JudgeOpt = None,
+    data_dir: DataDirOpt = None,
 ) -> None:
     """Score answers produced elsewhere with the same verifiers; prints accuracy."""
     from reward_pipeline.evaluation import verify_answers
@@ -90,8 +96,8 @@ def verify_command(
 
 
 def feedback_command(
-    job_id: str = typer.Argument(..., help="Job id."),
-    score: str = typer.Argument(..., help="A score in [0, 1], a percentage, or up/down, 👍/👎."),
+    job_id: Annotated[str, typer.Argument(help="Job id.")],
+    score: Annotated[str, typer.Argument(help="A score in [0, 1], a percentage, or up/down, 👍/👎.")],
 ) -> None:
     """Record a user's judgement of a job's answer as a feedback reward."""
     from reward_pipeline.rewards import record_feedback
@@ -103,9 +109,9 @@ def feedback_command(
 
 
 def score_command(
-    job_id: str = typer.Argument(..., help="Job id."),
-    force: bool = typer.Option(False, help="Replace existing verifier rewards."),
-    judge: Optional[str] = typer.Option(None, help="Pool worker that judges rubric problems."),
+    job_id: Annotated[str, typer.Argument(help="Job id.")],
+    force: Annotated[bool, typer.Option(help="Replace existing verifier rewards.")] = False,
+    judge: JudgeOpt = None,
 ) -> None:
     """Verify a finished job now and store its rewards (what the `conductor.score` task does)."""
     from reward_pipeline.judge_client import make_judge

@@ -148,7 +148,9 @@ class Gateway:
                 if attempt > spec.retries:
                     break
                 time.sleep(self._delay(attempt, _retry_after(exc)))
-            except litellm.exceptions.APIError as exc:
+            except RateLimited:
+                raise  # our own cluster limit said "later": the caller re-queues, nothing failed
+            except Exception as exc:  # noqa: BLE001 - bad request, auth, unknown model: retrying will not help
                 raise WorkerCallError(f"{label}: {type(exc).__name__}: {str(exc)[:500]}") from exc
         raise WorkerCallError(f"{label}: failed after {spec.retries + 1} attempts: {errors[-1]}", retryable=True)
 

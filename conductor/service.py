@@ -16,7 +16,7 @@ from conductor.inputs import read_problems
 from conductor.problem import Problem
 from conductor.runtime import Runtime
 from conductor.states import TERMINAL_JOB, JobStatus
-from conductor.store.models import Batch, Chain, Job, Reward, Round
+from conductor.store.models import Batch, Chain, Job, Reward, Round, new_id
 
 
 class Submitter(Protocol):
@@ -69,7 +69,7 @@ class Service:
         self, path: str | Path, *, format: str | None = None, samples: int | None = None, tenant_id: str | None = None,
         limit: int | None = None, options: dict[str, Any] | None = None,
     ) -> BatchReport:
-        batch = Batch(tenant_id=tenant_id, source=str(path))
+        batch = Batch(id=new_id(), tenant_id=tenant_id, source=str(path))
         report = BatchReport(batch_id=batch.id)
         jobs: list[Job] = []
         for line, item in read_problems(path, format=format):

@@ -36,11 +36,12 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy import select
 
@@ -189,7 +190,7 @@ def _result_line(runtime: Runtime, job_id: str, method: Method, problem: Problem
             "steps_per_workflow": sum(steps) / len(steps) if steps else None,
             "workflows": len(steps),
             "error": job.error or score_error,
-            "recorded_at": datetime.now(timezone.utc).isoformat(),
+            "recorded_at": datetime.now(UTC).isoformat(),
         }
         if votes is not None:
             line["votes"] = votes
@@ -257,7 +258,7 @@ def run_eval(
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / RESULTS_JSONL
     done = _load_done(results_path)
-    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     pairs = [
         _Pair(b.label, m, p, verifier_for(p, judge=judge) is not None)
         for b in benchmarks for p in b.problems for m in methods
@@ -270,6 +271,8 @@ def run_eval(
     queue = list(reversed(todo))
     inflight: dict[str, _Pair] = {}
     with results_path.open("a", encoding="utf-8") as sink:
+        if results_path.stat().st_size and not results_path.read_bytes().endswith(b"\n"):
+            sink.write("\n")  # end the line an interrupted run cut short, or the next record joins it
         while queue or inflight:
             while queue and len(inflight) < parallel:
                 pair = queue.pop()
@@ -366,7 +369,7 @@ def write_report(runtime: Runtime | None, out: Path, records: list[dict[str, Any
         config["settings"] = {k: getattr(st, k) for k in ("max_steps", "recursion", "max_rounds", "max_depth",
                                                            "plan_retries", "fallback_worker", "max_model_calls")}
     payload = {"config": config, "summary": summary,
-               "generated_at": datetime.now(timezone.utc).isoformat(), "records": len(records)}
+               "generated_at": datetime.now(UTC).isoformat(), "records": len(records)}
     files["results_json"].write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
     files["report_md"].write_text(
         "# Evaluation\n\n"

@@ -30,7 +30,10 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At 0 and n the bound is exactly 0 or 1; floating point would leave 1e-17 either side.
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return lo, hi
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -129,7 +132,8 @@ def markdown(summary: dict[str, Any], *, benchmarks: Sequence[str], methods: Seq
                _num(o["tokens_per_question"], ",.0f"), _num(o["cost_per_question"], ".6f"),
                _num(o["latency_p50_s"], ".1f"), _num(o["latency_p95_s"], ".1f"), _num(o["steps_per_workflow"], ".2f")]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "Accuracy in %, 95% Wilson interval in brackets; latency from submission to job end.", ""]
+    lines += ["", ("Accuracy in % (avg: mean over benchmarks); tokens, USD, latency (submission to job end) and "
+              "steps per workflow over all problems. Per cell, with 95% Wilson intervals:"), ""]
     head2 = ["benchmark", "method", "n", "correct", "accuracy %", "95% CI", "tokens / q", "USD / q", "p50 s",
              "p95 s", "steps / wf", "failed"]
     lines += ["| " + " | ".join(head2) + " |", "|" + "---|" * len(head2)]

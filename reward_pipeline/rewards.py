@@ -131,11 +131,12 @@ def score_job(
             raise NotFound(f"no job {job_id}")
         if JobStatus(job.status) not in TERMINAL_JOB:
             raise JobNotFinished(f"job {job_id} is {job.status}; score it once it has finished")
+        problem = Problem.model_validate(job.problem)
+        check = verifier if verifier is not None else verifier_for(problem, judge=judge)
         if not force:
             existing = _verifier_rewards(s, job_id)
-            if existing:
+            if _complete(existing, check):
                 return existing
-        problem = Problem.model_validate(job.problem)
         samples, status = job.samples, job.status
         chains = [_snap(c) for c in sorted(job.chains, key=lambda c: c.sample_index) if c.parent_step_id is None]
         bad_rounds = [
@@ -147,7 +148,6 @@ def score_job(
         ]
 
     # Verification runs outside any transaction: it can take seconds per chain.
-    check = verifier if verifier is not None else verifier_for(problem, judge=judge)
     verdicts: dict[int, Verdict] = {}
     if check is not None:
         for c in chains:
@@ -158,7 +158,7 @@ def score_job(
         # Lock first (see the module doc), then look again: another scorer may have finished.
         s.execute(update(Job).where(Job.id == job_id).values(answer_chain_id=Job.answer_chain_id))
         existing = _verifier_rewards(s, job_id)
-        if existing and not force:
+        if not force and _complete(existing, check):
             return existing
         if existing:
             s.execute(delete(Reward).where(Reward.id.in_([r.id for r in existing])))
@@ -224,6 +224,17 @@ def _verifier_rewards(s: Any, job_id: str) -> list[Reward]:
     for r in rows:
         s.expunge(r)
     return rows
+
+
+def _complete(existing: list[Reward], check: Verifier | None) -> bool:
+    """Already scored: chain rewards exist, or there is nothing to verify with and the round zeros exist.
+
+    Round zeros alone do not count when a verifier is at hand now (an earlier scorer may have
+    had no judge), so a later call with a judge completes the job's rewards.
+    """
+    if check is None:
+        return bool(existing)
+    return any(r.chain_id is not None for r in existing)
 
 
 def _snap(c: Chain) -> _ChainSnap:

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 SCORE_TASK = "conductor.score"
 MAX_RETRIES = 3
+RETRY_BASE_S = 5.0  # doubled per retry: a sandbox or judge outage gets 5 s, 10 s, 20 s
 
 
 def enqueue_score(app: Celery, job_id: str) -> None:
@@ -56,5 +57,5 @@ def register_scoring(app: Celery, runtime: Runtime, *, judge: Verifier | None = 
             if self.request.retries >= MAX_RETRIES:
                 log.error("score %s: giving up after %d retries: %s", job_id, self.request.retries, exc)
                 return
-            raise self.retry(exc=exc, countdown=5 * 2**self.request.retries) from exc
+            raise self.retry(exc=exc, countdown=RETRY_BASE_S * 2**self.request.retries) from exc
         log.info("scored job %s: %s", job_id, [r.value for r in rows])

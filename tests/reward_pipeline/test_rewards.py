@@ -11,6 +11,8 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -77,16 +79,14 @@ def wait_scored(runtime, job_id: str, timeout: float = 30.0) -> list[Reward]:
     raise AssertionError(f"job {job_id} was not scored within {timeout}s")
 
 
-class Scripted:
-    def __init__(self) -> None:
-        script, self.plans = eval_script()
-        self.server = ScriptedLLMServer(script).start()  # type: ignore[arg-type]
-
-    def __enter__(self) -> Scripted:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.stop()
+@contextmanager
+def scripted_server() -> Iterator[ScriptedLLMServer]:
+    script, _ = eval_script()
+    server = ScriptedLLMServer(script).start()  # type: ignore[arg-type]
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def _run(sys, problem: Problem, samples: int | None = None) -> tuple[str, dict]:
@@ -97,7 +97,7 @@ def _run(sys, problem: Problem, samples: int | None = None) -> tuple[str, dict]:
 
 
 def test_right_answer_earns_1_and_wrong_answer_earns_half(tmp_path: Path) -> None:
-    with Scripted() as sc, embedded_system(tmp_path, scripted_pool(sc.server.base_url), recursion=False) as sys:
+    with scripted_server() as srv, embedded_system(tmp_path, scripted_pool(srv.base_url), recursion=False) as sys:
         _, right = _run(sys, Problem(question="What is 2 + 3? [say:5]", answer="5"))
         _, wrong = _run(sys, Problem(question="What is 2 + 2? [say:5]", answer="4"))
 
@@ -110,7 +110,7 @@ def test_right_answer_earns_1_and_wrong_answer_earns_half(tmp_path: Path) -> Non
 
 
 def test_an_unparseable_plan_round_gets_0_and_the_trace_export_carries_each_rounds_reward(tmp_path: Path) -> None:
-    with Scripted() as sc, embedded_system(tmp_path, scripted_pool(sc.server.base_url), recursion=False) as sys:
+    with scripted_server() as srv, embedded_system(tmp_path, scripted_pool(srv.base_url), recursion=False) as sys:
         job_id, view = _run(sys, Problem(question="[garble-first] What is 6 * 7? [say:42]", answer="42"))
         traces = tmp_path / "traces.jsonl"
         sys.service.export_traces(traces)
@@ -128,7 +128,7 @@ def test_an_unparseable_plan_round_gets_0_and_the_trace_export_carries_each_roun
 
 
 def test_best_of_g_picks_the_right_sample_as_the_jobs_answer(tmp_path: Path) -> None:
-    with Scripted() as sc, embedded_system(tmp_path, scripted_pool(sc.server.base_url), recursion=False) as sys:
+    with scripted_server() as srv, embedded_system(tmp_path, scripted_pool(srv.base_url), recursion=False) as sys:
         job_id, view = _run(sys, Problem(question="What is 10 / 2? [say-seq:7,5,9]", answer="5"), samples=3)
 
     values = sorted(r["value"] for r in view["rewards"])
@@ -141,7 +141,7 @@ def test_best_of_g_picks_the_right_sample_as_the_jobs_answer(tmp_path: Path) -> 
 
 
 def test_scoring_is_idempotent_and_force_rescores_with_another_scheme(tmp_path: Path) -> None:
-    with Scripted() as sc, embedded_system(tmp_path, scripted_pool(sc.server.base_url), recursion=False) as sys:
+    with scripted_server() as srv, embedded_system(tmp_path, scripted_pool(srv.base_url), recursion=False) as sys:
         job_id, _ = _run(sys, Problem(question="What is 1 + 1? [say:3]", answer="2"))
         first = wait_scored(sys.runtime, job_id)
         again = score_job(sys.runtime, job_id)
@@ -158,7 +158,7 @@ def test_scoring_is_idempotent_and_force_rescores_with_another_scheme(tmp_path: 
 
 
 def test_feedback_adds_a_feedback_reward_on_the_answer_chain_and_a_new_one_replaces_it(tmp_path: Path) -> None:
-    with Scripted() as sc, embedded_system(tmp_path, scripted_pool(sc.server.base_url), recursion=False) as sys:
+    with scripted_server() as srv, embedded_system(tmp_path, scripted_pool(srv.base_url), recursion=False) as sys:
         job_id, view = _run(sys, Problem(question="What is 3 + 3? [say:6]", answer="6"))
         down = record_feedback(sys.runtime, job_id, "thumbs down")
         traces = tmp_path / "t.jsonl"

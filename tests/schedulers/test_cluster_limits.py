@@ -14,7 +14,7 @@ from tests.support.scripted_llm import Reply, ScriptedLLMServer
 
 pytestmark = pytest.mark.services
 REPO = Path(__file__).resolve().parents[2]
-THREADS, CALLS = 4, 3  # per process: 2 x 4 x 3 = 24 calls, ~5 s at 5 per second
+THREADS, CALLS = 3, 3  # per process: 2 x 3 x 3 = 18 calls, ~3.5 s at 5 per second
 
 
 def _max_in_any_window(times: list[float], width: float) -> int:
@@ -24,6 +24,15 @@ def _max_in_any_window(times: list[float], width: float) -> int:
         while t - times[lo] >= width:
             lo += 1
         best = max(best, hi - lo + 1)
+    return best
+
+
+def _max_overlap(intervals: list[tuple[float, float]]) -> int:
+    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    best = now = 0
+    for _, step in edges:  # at equal times an end sorts before a start: touching is not overlapping
+        now += step
+        best = max(best, now)
     return best
 
 
@@ -56,10 +65,11 @@ def test_rate_and_concurrency_hold_across_two_processes(redis_db):
     a, b = (sorted(r["admitted"]) for r in results)
     assert a[0] < b[-1] and b[0] < a[-1], "the two processes should have run at the same time"
 
-    assert max(c.ended for c in server.calls_for("scripted-worker-beta")) < min(c.started for c in calls)
-    assert server.max_in_flight == CONCURRENCY, "the cap must hold across processes (and be reached)"
+    timeline = [(round(c.started - calls[0].started, 3), round(c.ended - calls[0].started, 3)) for c in calls]
+    assert _max_overlap([(c.started, c.ended) for c in calls]) == CONCURRENCY, (
+        f"the cap must hold across processes (and be reached): {timeline}")
     admitted = a + b
-    # Admission is exact (the moving window); what the server sees adds client-side jitter.
-    assert _max_in_any_window(admitted, 0.95) <= RPS
-    assert _max_in_any_window([c.started for c in calls], 0.8) <= RPS
+    # Admission is exact (the moving window); arrival at the server adds client-side jitter.
+    assert _max_in_any_window(admitted, 0.95) <= RPS, sorted(admitted)
+    assert _max_in_any_window([c.started for c in calls], 0.8) <= RPS, timeline
     assert max(admitted) - min(admitted) >= (len(admitted) - RPS) / RPS - 0.1

@@ -1,0 +1,152 @@
+"""How the gateway fails: Retry-After honoured, retries then fallback, timeouts, dead endpoints, end to end."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from conductor.errors import RateLimited, WorkerCallError
+from conductor.gateway import Gateway
+from conductor.pool import Pool
+from conductor.problem import Problem
+from tests.conftest import default_script
+from tests.support.pools import scripted_pool
+from tests.support.scripted_llm import Reply, ScriptedLLMServer
+from tests.support.system import embedded_system
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+def _gateway(pool: Pool, tmp_path) -> Gateway:
+    # Tiny backoff: any wait longer than a few ms must come from the server's Retry-After
+    # (which the gateway caps at 4 x backoff_max_s, so that keeps its default).
+    return Gateway(pool, model_home=tmp_path, backoff_base_s=0.01)
+
+
+def _server(script) -> ScriptedLLMServer:
+    return ScriptedLLMServer(script).start()
+
+
+def test_retry_after_is_honoured_until_the_call_succeeds(tmp_path):
+    seen = []
+    lock = threading.Lock()
+
+    def script(model, messages, body):
+        with lock:
+            seen.append(time.monotonic())
+            n = len(seen)
+        if n <= 2:
+            return Reply(status=429, headers={"Retry-After": "1"}, error="slow down")
+        return Reply("finally")
+
+    server = _server(script)
+    try:
+        gateway = _gateway(scripted_pool(server.base_url, retries=3), tmp_path)
+        started = time.monotonic()
+        c = gateway.call_worker("alpha", HI)
+        elapsed = time.monotonic() - started
+    finally:
+        server.stop()
+
+    assert c.text == "finally" and c.attempts == 3 and len(seen) == 3
+    assert elapsed >= 1.9, "two Retry-After: 1 answers mean about two seconds of waiting"
+    assert seen[1] - seen[0] >= 0.95 and seen[2] - seen[1] >= 0.95
+    assert len(c.errors) == 2 and all("RateLimitError" in e for e in c.errors)
+
+
+def test_server_errors_exhaust_the_retries_then_the_fallback_answers(tmp_path):
+    def script(model, messages, body):
+        if model.endswith("alpha"):
+            return Reply(status=500, error="alpha is down")
+        return Reply("beta here")
+
+    server = _server(script)
+    try:
+        gateway = _gateway(scripted_pool(server.base_url, retries=2, fallback="beta"), tmp_path)
+        c = gateway.call_worker("alpha", HI)
+    finally:
+        server.stop()
+
+    assert c.served_by == "beta" and c.worker == "alpha" and c.text == "beta here"
+    assert len(server.calls_for("scripted-worker-alpha")) == 3, "1 call + 2 retries before falling back"
+    assert len(server.calls_for("scripted-worker-beta")) == 1
+    assert len(c.errors) == 1 and c.errors[0].startswith("alpha: alpha: failed after 3 attempts")
+    assert "alpha is down" in c.errors[0]
+
+
+def test_a_timeout_is_retried_then_fails_naming_the_timeout(tmp_path):
+    server = _server(lambda model, messages, body: Reply("too late", delay_s=3))
+    try:
+        gateway = _gateway(scripted_pool(server.base_url, retries=1, timeout_s=0.5), tmp_path)
+        started = time.monotonic()
+        with pytest.raises(WorkerCallError) as info:
+            gateway.call_worker("alpha", HI)
+        elapsed = time.monotonic() - started
+    finally:
+        server.stop()
+
+    assert len(server.calls_for("scripted-worker-alpha")) == 2
+    assert "failed after 2 attempts" in str(info.value) and "Timeout" in str(info.value)
+    assert elapsed < 2.5, "each attempt gives up at its 0.5 s timeout, not when the server answers"
+
+
+def test_a_dead_endpoint_fails_with_a_connection_error(tmp_path):
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    gateway = _gateway(scripted_pool(f"http://127.0.0.1:{port}/v1", retries=1, timeout_s=5), tmp_path)
+
+    started = time.monotonic()
+    with pytest.raises(WorkerCallError) as info:
+        gateway.call_worker("beta", HI)
+
+    assert "beta: failed after 2 attempts" in str(info.value)
+    # litellm files a refused connection under InternalServerError; the message says what it is.
+    assert "Connection error" in str(info.value)
+    assert time.monotonic() - started < 5, "a refused connection fails fast"
+
+
+def test_end_to_end_a_step_whose_worker_always_fails_ends_failed_with_the_reason(tmp_path):
+    def script(model, messages, body):
+        if model.endswith("conductor"):
+            return default_script()(model, messages, body)
+        return Reply(status=500, error="worker melted")
+
+    server = _server(script)
+    try:
+        pool = scripted_pool(server.base_url, retries=1)
+        with embedded_system(tmp_path, pool, recursion=False) as sys:
+            sys.runtime.gateway.backoff_base_s = 0.01
+            job_id, _ = sys.service.submit(Problem(question="[wf:chain] x"))
+            sys.service.wait([job_id], timeout=60)
+            job = sys.service.job(job_id)
+    finally:
+        server.stop()
+
+    steps = job["chains"][0]["rounds"][0]["steps"]
+    assert [s["status"] for s in steps] == ["failed", "skipped"]
+    assert "failed after 2 attempts" in steps[0]["error"] and "worker melted" in steps[0]["error"]
+    assert job["status"] == "failed" and "worker melted" in job["error"]
+    assert len(server.calls_for("scripted-worker-alpha")) == 2 and not server.calls_for("scripted-worker-beta")
+
+
+class _AlwaysLimited:
+    def slot(self, spec, *, estimated_tokens):
+        raise RateLimited(f"{spec.model}: busy", retry_after=1.5)
+
+
+def test_a_cluster_limit_is_not_a_failure_no_fallback_no_retry(tmp_path):
+    server = _server(lambda model, messages, body: Reply("never"))
+    try:
+        pool = scripted_pool(server.base_url, retries=2, fallback="beta")
+        gateway = Gateway(pool, model_home=tmp_path, limiter=_AlwaysLimited())
+        with pytest.raises(RateLimited) as info:
+            gateway.call_worker("alpha", HI)
+    finally:
+        server.stop()
+
+    assert info.value.retry_after == 1.5
+    assert server.calls == [], "neither retried nor handed to the fallback: the step is re-queued instead"

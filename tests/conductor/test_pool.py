@@ -1,0 +1,92 @@
+"""Pool files: every bundled pool loads; every malformed one fails with an error naming the bad field."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conductor.errors import ConfigError
+from conductor.pool import BUNDLED, CONDUCTOR_WORKER_NAME, load_pool
+
+BAD = sorted((Path(__file__).parent / "bad_pools").glob("*.yaml"))
+BUNDLED_POOLS = sorted(BUNDLED.glob("*.yaml"))
+
+
+def _expected(path: Path) -> str:
+    match = re.match(r"# expect: (.+)\n", path.read_text())
+    assert match, f"{path.name} must start with '# expect: <part of the error>'"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
+def test_a_malformed_pool_fails_with_a_precise_error(path):
+    with pytest.raises(ConfigError) as info:
+        load_pool(path)
+
+    message = str(info.value)
+    assert _expected(path) in message
+    assert message.startswith(f"{path}: "), "the error names the file"
+
+
+def test_every_kind_of_mistake_has_an_example():
+    assert len(BAD) >= 15
+
+
+def test_every_error_in_a_file_is_reported_at_once(tmp_path):
+    path = tmp_path / "pool.yaml"
+    path.write_text(
+        "conductor: {model: hosted_vllm/c}\n"
+        "workers:\n"
+        "  - {name: a, model: openai/x, description: d, temperature: 9}\n"
+        "  - {name: b, model: y, description: d, max_token: 3}\n"
+    )
+
+    with pytest.raises(ConfigError) as info:
+        load_pool(path)
+
+    message = str(info.value)
+    for part in ("workers[0](a).temperature", "workers[1](b).model", "workers[1](b).max_token"):
+        assert part in message
+
+
+def test_a_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="pool file not found"):
+        load_pool(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("path", BUNDLED_POOLS, ids=[p.stem for p in BUNDLED_POOLS])
+def test_every_bundled_pool_loads(path):
+    pool = load_pool(path)
+
+    assert pool.workers and all(w.description for w in pool.workers)
+    assert CONDUCTOR_WORKER_NAME not in [w.name for w in pool.workers]
+    assert "api_key:" not in path.read_text(), "keys never go in pool files"
+
+
+def test_bundled_pools_load_by_bare_name():
+    assert load_pool("frontier.yaml") == load_pool(BUNDLED / "frontier.yaml")
+    assert {p.name for p in BUNDLED_POOLS} >= {"local.yaml", "frontier.yaml", "open_weights.yaml"}
+
+
+def test_the_frontier_pool_is_the_papers_kind_of_pool():
+    pool = load_pool("frontier.yaml")
+
+    models = [w.model for w in pool.workers]
+    assert len(models) == 7
+    assert {"openai/gpt-5", "gemini/gemini-2.5-pro", "deepseek/deepseek-reasoner"} <= set(models)
+    assert any(m.startswith("anthropic/claude-sonnet-4") for m in models)
+    hosted = [w for w in pool.workers if w.provider not in ("hosted_vllm", "local")]
+    assert all(w.api_key_env and w.api_key_env.isupper() for w in hosted), "hosted APIs name their key variable"
+    assert set(pool.providers) >= {w.provider for w in hosted}, "every hosted provider has limits"
+    assert all(w.temperature == 0.2 and w.max_tokens == 4096 for w in pool.workers)  # the paper's worker settings
+
+
+def test_the_open_weights_pool_runs_on_vllm_servers():
+    pool = load_pool("open_weights.yaml")
+
+    assert pool.conductor.provider == "hosted_vllm" and pool.conductor.api_base
+    assert pool.conductor.policy_version
+    assert all(w.provider == "hosted_vllm" and w.api_base for w in pool.workers)
+    assert all(w.limits.concurrency for w in pool.workers)

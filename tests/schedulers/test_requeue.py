@@ -1,0 +1,81 @@
+"""A step that hits a cluster limit is handed back and re-queued, never failed or dropped."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from conductor.problem import Problem
+from conductor.runtime import Runtime
+from conductor.service import Service
+from schedulers.limits import RedisLimiter
+from tasks.app import create_app
+from tasks.embedded import EmbeddedWorker
+from tests.conftest import default_script
+from tests.schedulers._hammer import limited_pool
+from tests.support.scripted_llm import ScriptedLLMServer
+from tests.support.system import make_settings
+
+pytestmark = pytest.mark.services
+
+
+def _step(view: dict) -> dict | None:
+    rounds = view["chains"][0]["rounds"] if view["chains"] else []
+    return rounds[0]["steps"][0] if rounds and rounds[0]["steps"] else None
+
+
+def _wait_for_retries(service: Service, job_id: str, *, attempts: int, timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        view = service.job(job_id)
+        if (_step(view) or {}).get("attempts", 0) >= attempts:
+            return view
+        time.sleep(0.05)
+    raise AssertionError(f"the step was not retried {attempts} times: {service.job(job_id)}")
+
+
+def test_a_rate_limited_step_is_requeued_with_a_countdown_and_completes_when_the_slot_frees(tmp_path, redis_db):
+    server = ScriptedLLMServer(default_script()).start()
+    pool = limited_pool(server.base_url, providers={}, alpha_limits={"concurrency": 1})
+    # Waits at most 50 ms inside the task, then asks to come back in 0.3-0.6 s.
+    limiter = RedisLimiter(redis_db, pool, max_wait_s=0.05, busy_retry_after_s=0.3)
+    other_process = RedisLimiter(redis_db, pool)
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_only_slot() -> None:
+        with other_process.slot(pool.workers[0], estimated_tokens=1):
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold_the_only_slot)
+    holder.start()
+    assert held.wait(5)
+    settings = make_settings(tmp_path, recursion=False)
+    runtime = Runtime(settings, pool=pool, limiter=limiter)
+    app = create_app(settings, runtime)
+    runtime.db  # noqa: B018 - migrate before the worker takes tasks
+    try:
+        with EmbeddedWorker(app, concurrency=2):
+            service = Service(runtime, app.conductor_dispatch)
+            job_id, _ = service.submit(Problem(question="[wf:single] x"))
+            mid = _wait_for_retries(service, job_id, attempts=3)
+            freed_at = time.monotonic()
+            release.set()
+            holder.join()
+            service.wait([job_id], timeout=30)
+            job = service.job(job_id)
+    finally:
+        release.set()
+        runtime.close()
+        server.stop()
+
+    # While the slot was held: handed back (ready) between retries, claimed again on each one.
+    assert mid["status"] == "running" and _step(mid)["status"] in ("ready", "running")
+    step = _step(job)
+    assert step["attempts"] >= 4 and step["error"] is None
+    assert job["status"] == "done" and step["status"] == "done"
+    assert job["answer"].startswith("alpha did <answer it>")
+    calls = server.calls_for("scripted-worker-alpha")
+    assert len(calls) == 1 and calls[0].started >= freed_at, "only the admitted attempt reached the model"
