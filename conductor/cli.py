@@ -6,7 +6,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -38,8 +37,8 @@ def _workflow_lines(view: dict) -> list[str]:
 @app.command()
 def solve(
     question: str = typer.Argument(..., help="The problem to solve."),
-    answer: Optional[str] = typer.Option(None, help="Reference answer, if known (enables scoring)."),
-    samples: Optional[int] = typer.Option(None, help="Workflows to sample for this problem (G)."),
+    answer: str | None = typer.Option(None, help="Reference answer, if known (enables scoring)."),
+    samples: int | None = typer.Option(None, help="Workflows to sample for this problem (G)."),
     timeout: float = typer.Option(1800, help="Seconds to wait for the result."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole job as JSON."),
 ) -> None:
@@ -52,8 +51,10 @@ def solve(
         if as_json:
             echo_json(view)
             return
-        typer.echo(f"job {job_id}: {view['status']} in {time.monotonic() - started:.1f}s, "
-                   f"{view['tokens']} tokens, ${view['cost']:.6f}")
+        typer.echo(
+            f"job {job_id}: {view['status']} in {time.monotonic() - started:.1f}s, "
+            f"{view['tokens']} tokens, ${view['cost']:.6f}"
+        )
         typer.echo("\n".join(_workflow_lines(view)))
         typer.echo(f"answer: {view['answer'] if view['answer'] is not None else '-'}")
         if view["error"]:
@@ -63,11 +64,11 @@ def solve(
 @app.command()
 def run(
     file: Path = typer.Argument(..., exists=True, dir_okay=False, help="Problems: JSONL or a benchmark file."),
-    out: Optional[Path] = typer.Option(None, help="Result JSONL (default: stdout)."),
-    format: Optional[str] = typer.Option(None, "--format", help="jsonl, gsm8k, math500, aime24, mmlu, humaneval, mbpp"),
-    limit: Optional[int] = typer.Option(None, help="Only the first N problems."),
-    samples: Optional[int] = typer.Option(None, help="Workflows sampled per problem (G)."),
-    timeout: Optional[float] = typer.Option(None, help="Give up following after this many seconds."),
+    out: Path | None = typer.Option(None, help="Result JSONL (default: stdout)."),
+    format: str | None = typer.Option(None, "--format", help="jsonl, gsm8k, math500, aime24, mmlu, humaneval, mbpp"),
+    limit: int | None = typer.Option(None, help="Only the first N problems."),
+    samples: int | None = typer.Option(None, help="Workflows sampled per problem (G)."),
+    timeout: float | None = typer.Option(None, help="Give up following after this many seconds."),
     show_workflows: bool = typer.Option(False, help="Print each problem's workflow to stderr as it finishes."),
 ) -> None:
     """Submit a batch and follow it to the end with a progress bar; one JSON result line per problem."""
@@ -117,10 +118,10 @@ def traces_export(out: Path = typer.Option(..., help="JSONL file to write.")) ->
 @app.command()
 def worker(
     queues: str = typer.Option("conductor,llm,reward,default", "-Q", "--queues", help="Queues to consume."),
-    concurrency: Optional[int] = typer.Option(None, "-c", "--concurrency"),
-    pool: Optional[str] = typer.Option(None, "-P", "--pool", help="threads, prefork, solo, gevent"),
+    concurrency: int | None = typer.Option(None, "-c", "--concurrency"),
+    pool: str | None = typer.Option(None, "-P", "--pool", help="threads, prefork, solo, gevent"),
     loglevel: str = typer.Option("INFO", "-l", "--loglevel"),
-    hostname: Optional[str] = typer.Option(None, "-n", "--hostname"),
+    hostname: str | None = typer.Option(None, "-n", "--hostname"),
 ) -> None:
     """Run a Celery worker process (production: Redis broker, PostgreSQL store)."""
     from tasks.app import create_app
@@ -130,8 +131,17 @@ def worker(
         if settings.embedded:
             raise InputError("a separate worker needs a real broker: set CONDUCTOR_BROKER_URL=redis://...")
         celery_app = create_app(settings)
-        argv = ["worker", "-Q", queues, "-l", loglevel, "-P", pool or settings.worker_pool,
-                "-c", str(concurrency or settings.worker_concurrency)]
+        argv = [
+            "worker",
+            "-Q",
+            queues,
+            "-l",
+            loglevel,
+            "-P",
+            pool or settings.worker_pool,
+            "-c",
+            str(concurrency or settings.worker_concurrency),
+        ]
         if hostname:
             argv += ["-n", hostname]
         celery_app.worker_main(argv)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import typer
 from pydantic import ValidationError
@@ -48,7 +49,7 @@ def running_system(settings: Settings, *, needs_worker: bool = True) -> Iterator
             pull_default_model(settings.model_cache)
     runtime = Runtime(settings)
     app = create_app(settings, runtime)
-    runtime.db  # migrate before any task runs
+    runtime.migrate()  # migrate before any task runs
     service = Service(runtime, app.conductor_dispatch)
     try:
         if settings.embedded and needs_worker:

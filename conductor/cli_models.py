@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Annotated
@@ -125,6 +126,8 @@ def check(
 
         def probe(row: tuple[str, str, ModelSpec]) -> tuple[str, float, str]:
             _, name, spec = row
+            if spec.api_key_env and not os.environ.get(spec.api_key_env):
+                return "FAILED", 0.0, f"{spec.api_key_env} is not set"
             # No retries and a short answer: this checks reachability and keys, not quality.
             quick = spec.model_copy(update={"retries": 0, "timeout_s": timeout, "max_tokens": min(spec.max_tokens, 16)})
             started = time.perf_counter()
@@ -132,7 +135,7 @@ def check(
                 c = gateway.call_spec(quick, CHECK_PROMPT, label=name)
                 return "ok", c.latency_s, repr(c.text.strip()[:40])
             except Exception as exc:  # noqa: BLE001 - report every failure (keys, network, config), keep checking
-                return "FAILED", time.perf_counter() - started, str(exc).splitlines()[0][:160]
+                return "FAILED", time.perf_counter() - started, " ".join(str(exc).split())[:400]
 
         rows = _rows(pool)
         with ThreadPoolExecutor(max_workers=parallel) as ex:

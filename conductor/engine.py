@@ -8,9 +8,9 @@ guarded `UPDATE ... WHERE status = ...` statements: a duplicate delivery changes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Callable
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -28,7 +28,7 @@ BUDGET_MARK = "budget exhausted"
 
 
 def now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -41,7 +41,7 @@ class Effects:
     steps: list[int] = field(default_factory=list)
     finalize: list[str] = field(default_factory=list)
 
-    def merge(self, other: "Effects") -> "Effects":
+    def merge(self, other: Effects) -> Effects:
         self.solve += other.solve
         self.plans += other.plans
         self.replans += other.replans
@@ -140,7 +140,7 @@ class Engine:
                 budget = all(BUDGET_MARK in e for e in errors)
                 status = JobStatus.BUDGET_EXCEEDED if budget else JobStatus.FAILED
                 answer, chain_id = None, None
-                error = "; ".join(f"sample {c.sample_index}: {e}" for c, e in zip(chains, errors))
+                error = "; ".join(f"sample {c.sample_index}: {e}" for c, e in zip(chains, errors, strict=True))
             closed = s.execute(
                 update(Job)
                 .where(Job.id == job_id, Job.status == JobStatus.RUNNING.value)
@@ -172,7 +172,9 @@ class Engine:
                 kind=RoundKind(rnd.kind),
                 max_steps=self._max_steps(rnd.chain.job),
                 question=rnd.chain.question,
-                previous=Workflow.from_lists(**previous.workflow) if previous and rnd.kind == RoundKind.REPLAN.value else None,
+                previous=Workflow.from_lists(**previous.workflow)
+                if previous and rnd.kind == RoundKind.REPLAN.value
+                else None,
                 previous_answer=previous.answer if previous and rnd.kind == RoundKind.REPLAN.value else None,
             )
 
@@ -231,7 +233,10 @@ class Engine:
             rnd.completion_logprobs = logprobs
             rnd.conductor_model = model
             rnd.policy_version = self.pool.conductor.policy_version
-            rnd.sampling = {"temperature": self.pool.conductor.temperature, "max_tokens": self.pool.conductor.max_tokens}
+            rnd.sampling = {
+                "temperature": self.pool.conductor.temperature,
+                "max_tokens": self.pool.conductor.max_tokens,
+            }
             rnd.prompt_tokens, rnd.completion_tokens, rnd.cost_usd = prompt_tokens, completion_tokens, cost_usd
             rnd.latency_s = latency_s
             rnd.lease_until = None
@@ -245,9 +250,15 @@ class Engine:
                 rnd.status, rnd.finished_at = RoundStatus.UNPARSEABLE.value, now()
                 return eff.merge(self._after_unparseable(s, rnd))
             if workflow.is_empty:
-                rnd.parse_status, rnd.status, rnd.finished_at = ParseStatus.ACCEPT.value, RoundStatus.ACCEPTED.value, now()
+                rnd.parse_status, rnd.status, rnd.finished_at = (
+                    ParseStatus.ACCEPT.value,
+                    RoundStatus.ACCEPTED.value,
+                    now(),
+                )
                 previous = self._latest_answer_round(s, rnd.chain_id, before=rnd.round_index)
-                return eff.merge(self._finish_chain(s, rnd.chain_id, ChainStatus.DONE, answer=previous.answer if previous else None))
+                return eff.merge(
+                    self._finish_chain(s, rnd.chain_id, ChainStatus.DONE, answer=previous.answer if previous else None)
+                )
             rnd.parse_status = ParseStatus.OK.value
             eff.steps += self._start_workflow(s, rnd, workflow)
         return eff
@@ -361,7 +372,9 @@ class Engine:
         t = now()
         grace = t - timedelta(seconds=self.settings.ready_grace_s)
         with self.sessions.begin() as s:
-            eff.solve += list(s.scalars(select(Job.id).where(Job.status == JobStatus.QUEUED.value, Job.created_at < grace)))
+            eff.solve += list(
+                s.scalars(select(Job.id).where(Job.status == JobStatus.QUEUED.value, Job.created_at < grace))
+            )
             for rnd in s.scalars(
                 select(Round).where(
                     Round.status == RoundStatus.PLANNING.value,
@@ -369,7 +382,11 @@ class Engine:
                 )
             ):
                 if rnd.attempts >= max_attempts:
-                    rnd.status, rnd.error, rnd.lease_until = RoundStatus.FAILED.value, f"lost {rnd.attempts} times", None
+                    rnd.status, rnd.error, rnd.lease_until = (
+                        RoundStatus.FAILED.value,
+                        f"lost {rnd.attempts} times",
+                        None,
+                    )
                     eff.merge(self._end_chain_after_failure(s, rnd.chain_id, rnd.error))
                 elif rnd.kind == RoundKind.REPLAN.value:
                     eff.replans.append(rnd.id)
@@ -456,10 +473,21 @@ class Engine:
             s.add(fb)
             s.flush()
             return Effects(steps=self._start_workflow(s, fb, fallback))
-        return self._finish_chain(s, chain.id, ChainStatus.FAILED, error=f"no valid plan after {failures} attempts: {rnd.parse_error}")
+        return self._finish_chain(
+            s, chain.id, ChainStatus.FAILED, error=f"no valid plan after {failures} attempts: {rnd.parse_error}"
+        )
 
-    def _complete_step(self, s: Session, step_id: int, output: str, model: str | None, prompt_tokens: int,
-                       completion_tokens: int, cost_usd: float, latency_s: float | None) -> Effects:
+    def _complete_step(
+        self,
+        s: Session,
+        step_id: int,
+        output: str,
+        model: str | None,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cost_usd: float,
+        latency_s: float | None,
+    ) -> Effects:
         eff = Effects()
         row = s.execute(
             update(Step)
@@ -501,7 +529,9 @@ class Engine:
                 )
                 eff.steps += now_ready
         done, total = s.execute(
-            update(Round).where(Round.id == round_id).values(steps_done=Round.steps_done + 1)
+            update(Round)
+            .where(Round.id == round_id)
+            .values(steps_done=Round.steps_done + 1)
             .returning(Round.steps_done, Round.n_steps)
         ).one()
         if done == total:
@@ -553,8 +583,9 @@ class Engine:
             return self._finish_chain(s, chain_id, ChainStatus.DONE, answer=previous.answer)
         return self._finish_chain(s, chain_id, ChainStatus.FAILED, error=error)
 
-    def _finish_chain(self, s: Session, chain_id: int, status: ChainStatus, *, answer: str | None = None,
-                      error: str | None = None) -> Effects:
+    def _finish_chain(
+        self, s: Session, chain_id: int, status: ChainStatus, *, answer: str | None = None, error: str | None = None
+    ) -> Effects:
         if status == ChainStatus.DONE and answer is None:
             status, error = ChainStatus.FAILED, error or "chain ended without an answer"
         ended = s.execute(

@@ -40,9 +40,14 @@ class ModelSpec(BaseModel):
     """How to call one model through litellm."""
 
     model_config = ConfigDict(extra="forbid")
-    model: str = Field(min_length=3, description="litellm model string, e.g. openai/gpt-5, hosted_vllm/qwen, local/smollm2-135m-instruct")
+    model: str = Field(
+        min_length=3,
+        description="litellm model string, e.g. openai/gpt-5, hosted_vllm/qwen, local/smollm2-135m-instruct",
+    )
     api_base: str | None = None
-    api_key_env: str | None = Field(None, description="Name of the environment variable holding the key (never the key).")
+    api_key_env: str | None = Field(
+        None, description="Name of the environment variable holding the key (never the key)."
+    )
     max_tokens: int = Field(512, gt=0, le=200_000)
     temperature: float = Field(0.2, ge=0, le=2)
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
@@ -87,7 +92,7 @@ class Pool(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _check_names(self) -> "Pool":
+    def _check_names(self) -> Pool:
         names = [w.name for w in self.workers]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

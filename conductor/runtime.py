@@ -52,6 +52,10 @@ class Runtime:
     def engine(self) -> Engine:
         return Engine(self.sessions, self.settings, self.pool)
 
+    def migrate(self) -> None:
+        """Create or upgrade the schema now rather than on first use."""
+        _ = self.db
+
     def close(self) -> None:
         if "db" in self.__dict__:
             self.db.dispose()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
@@ -66,8 +67,14 @@ class Service:
         return job.id, True
 
     def submit_batch(
-        self, path: str | Path, *, format: str | None = None, samples: int | None = None, tenant_id: str | None = None,
-        limit: int | None = None, options: dict[str, Any] | None = None,
+        self,
+        path: str | Path,
+        *,
+        format: str | None = None,
+        samples: int | None = None,
+        tenant_id: str | None = None,
+        limit: int | None = None,
+        options: dict[str, Any] | None = None,
     ) -> BatchReport:
         batch = Batch(id=new_id(), tenant_id=tenant_id, source=str(path))
         report = BatchReport(batch_id=batch.id)
@@ -90,8 +97,17 @@ class Service:
         self.submitter.submit(report.job_ids)
         return report
 
-    def _new_job(self, problem: Problem, samples: int | None, tenant_id: str | None, batch_id: str | None,
-                 line_no: int | None, key: str | None, priority: int, webhook_url: str | None) -> Job:
+    def _new_job(
+        self,
+        problem: Problem,
+        samples: int | None,
+        tenant_id: str | None,
+        batch_id: str | None,
+        line_no: int | None,
+        key: str | None,
+        priority: int,
+        webhook_url: str | None,
+    ) -> Job:
         return Job(
             tenant_id=tenant_id,
             batch_id=batch_id,
@@ -108,14 +124,23 @@ class Service:
 
     def _by_key(self, tenant_id: str | None, key: str | None) -> str:
         with self.rt.sessions() as s:
-            job_id = s.scalar(select(Job.id).where(Job.tenant_id.is_(tenant_id) if tenant_id is None else Job.tenant_id == tenant_id, Job.idempotency_key == key))
+            job_id = s.scalar(
+                select(Job.id).where(
+                    Job.tenant_id.is_(tenant_id) if tenant_id is None else Job.tenant_id == tenant_id,
+                    Job.idempotency_key == key,
+                )
+            )
         if job_id is None:
             raise NotFound(f"no job with idempotency key {key!r}")
         return job_id
 
     # -- read ----------------------------------------------------------------------------
     def wait(
-        self, job_ids: Iterable[str], *, timeout: float | None = None, poll_s: float = 0.5,
+        self,
+        job_ids: Iterable[str],
+        *,
+        timeout: float | None = None,
+        poll_s: float = 0.5,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> None:
         """Poll the store until every job is terminal (the CLI's follow mode; no task waits on a task)."""
@@ -247,16 +272,27 @@ def _chain_view(c: Chain) -> dict[str, Any]:
 
 
 def _reward_view(r: Reward) -> dict[str, Any]:
-    return {"value": r.value, "correct": r.correct, "verifier": r.verifier, "source": r.source,
-            "chain_id": r.chain_id, "round_id": r.round_id, "details": r.details}
+    return {
+        "value": r.value,
+        "correct": r.correct,
+        "verifier": r.verifier,
+        "source": r.source,
+        "chain_id": r.chain_id,
+        "round_id": r.round_id,
+        "details": r.details,
+    }
 
 
 def trace_line(rnd: Round, s: Any) -> dict[str, Any]:
     chain = rnd.chain
     job = chain.job
     rewards = s.scalars(
-        select(Reward).where(Reward.job_id == job.id, (Reward.round_id == rnd.id) | (Reward.chain_id == chain.id)
-                             | (Reward.chain_id.is_(None) & Reward.round_id.is_(None)))
+        select(Reward).where(
+            Reward.job_id == job.id,
+            (Reward.round_id == rnd.id)
+            | (Reward.chain_id == chain.id)
+            | (Reward.chain_id.is_(None) & Reward.round_id.is_(None)),
+        )
     ).all()
     reward = rewards[-1] if rewards else None
     return {
@@ -281,14 +317,22 @@ def trace_line(rnd: Round, s: Any) -> dict[str, Any]:
         "parse_error": rnd.parse_error,
         "workflow": rnd.workflow,
         "steps": [
-            {"index": st.step_index, "worker": st.worker_name, "subtask": st.subtask, "access": st.access,
-             "status": st.status, "output": st.output, "error": st.error}
+            {
+                "index": st.step_index,
+                "worker": st.worker_name,
+                "subtask": st.subtask,
+                "access": st.access,
+                "status": st.status,
+                "output": st.output,
+                "error": st.error,
+            }
             for st in rnd.steps
         ],
         "round_answer": rnd.answer,
         "final_answer": chain.answer,
         "job_answer": job.answer,
         "job_status": job.status,
-        "reward": None if reward is None else {"value": reward.value, "verifier": reward.verifier,
-                                                "correct": reward.correct, "details": reward.details},
+        "reward": None
+        if reward is None
+        else {"value": reward.value, "verifier": reward.verifier, "correct": reward.correct, "details": reward.details},
     }

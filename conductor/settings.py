@@ -45,7 +45,7 @@ class Settings(BaseSettings):
     embedded_concurrency: int = Field(4, ge=1, description="Threads of the in-process worker (memory://).")
 
     @model_validator(mode="after")
-    def _check(self) -> "Settings":
+    def _check(self) -> Settings:
         if self.task_time_limit_s >= self.visibility_timeout_s:
             raise ValueError("visibility timeout must exceed the task time limit")
         return self

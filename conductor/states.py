@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class JobStatus(str, Enum):
+class JobStatus(StrEnum):
     QUEUED = "queued"  #: row written, solve not yet picked up
     RUNNING = "running"  #: at least one chain is in progress
     DONE = "done"  #: finished with an answer
@@ -13,7 +13,7 @@ class JobStatus(str, Enum):
     BUDGET_EXCEEDED = "budget_exceeded"  #: stopped before overspending its budget
 
 
-class ChainStatus(str, Enum):
+class ChainStatus(StrEnum):
     """A chain is one line of Conductor rounds solving one question (a sample, or a nested call)."""
 
     RUNNING = "running"
@@ -21,14 +21,14 @@ class ChainStatus(str, Enum):
     FAILED = "failed"
 
 
-class RoundKind(str, Enum):
+class RoundKind(StrEnum):
     PLAN = "plan"  #: first Conductor call of a chain, or a resample after a parse failure
     REPLAN = "replan"  #: recursive call that sees the previous workflow and answer
     FALLBACK = "fallback"  #: no Conductor call: the configured one-step workflow after failed plans
     FIXED = "fixed"  #: no Conductor call: a workflow given with the job (baselines, hand-written pipelines)
 
 
-class RoundStatus(str, Enum):
+class RoundStatus(StrEnum):
     PLANNING = "planning"  #: Conductor call in flight
     RUNNING = "running"  #: workflow steps executing
     DONE = "done"  #: all steps done; `answer` holds the last step's output
@@ -37,13 +37,13 @@ class RoundStatus(str, Enum):
     FAILED = "failed"  #: a step or the Conductor call failed
 
 
-class ParseStatus(str, Enum):
+class ParseStatus(StrEnum):
     OK = "ok"
     ACCEPT = "accept"  #: three empty lists (replan only)
     FAILED = "failed"
 
 
-class StepStatus(str, Enum):
+class StepStatus(StrEnum):
     PENDING = "pending"  #: waiting for dependencies
     READY = "ready"  #: dependencies done, run_step enqueued
     RUNNING = "running"  #: claimed by a worker under a lease

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence, Union
+from typing import Literal
 
-Access = Union[Literal["all"], tuple[int, ...]]
+Access = Literal["all"] | tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Workflow:
     @classmethod
     def from_lists(
         cls, model_id: Sequence[int], subtasks: Sequence[str], access_list: Sequence[Access | Sequence[int]]
-    ) -> "Workflow":
+    ) -> Workflow:
         steps = []
         for i, (m, s, a) in enumerate(zip(model_id, subtasks, access_list, strict=True)):
             access: Access = "all" if a == "all" else tuple(int(x) for x in a)  # type: ignore[union-attr]

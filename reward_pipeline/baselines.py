@@ -26,7 +26,7 @@ Method specs (``--methods`` takes a comma-separated list):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from conductor.errors import InputError
@@ -60,7 +60,6 @@ class Method:
     aggregator_index: int | None = None
     n: int = 1  #: reflections (self-reflect) or samples (best-of-n)
     pool_size: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def vote(self) -> bool:

@@ -53,7 +53,6 @@ __all__ = [
     "PAPER_SCHEME",
     "JobNotFinished",
     "RewardScheme",
-    "chain_rewards",
     "job_has_reference",
     "record_feedback",
     "score_job",
@@ -176,12 +175,6 @@ def score_job(
         if check is not None and samples > 1 and status == JobStatus.DONE.value:
             _pick_best(s, job_id, rows, chains)
     return rows
-
-
-def chain_rewards(runtime: Runtime, job_id: str) -> dict[int, Reward]:
-    """The job's verifier chain rewards by chain id (what the eval harness reads)."""
-    with runtime.sessions() as s:
-        return {r.chain_id: r for r in _verifier_rewards(s, job_id) if r.chain_id is not None}
 
 
 def record_feedback(runtime: Runtime, job_id: str, value: Any, *, scheme: RewardScheme = PAPER_SCHEME) -> Reward:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from types import TracebackType
 
 from celery import Celery
 from celery.worker import WorkController
@@ -30,7 +29,7 @@ class EmbeddedWorker:
         self._controller: _Controller | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self, timeout: float = 30.0) -> "EmbeddedWorker":
+    def start(self, timeout: float = 30.0) -> EmbeddedWorker:
         # Parts of the worker (the thread pool's task tracing) reach for the default app, not
         # the one passed in: without this, tasks are received and never run.
         self.app.finalize()
@@ -59,8 +58,8 @@ class EmbeddedWorker:
         if self._thread is not None:
             self._thread.join(timeout=30)
 
-    def __enter__(self) -> "EmbeddedWorker":
+    def __enter__(self) -> EmbeddedWorker:
         return self.start()
 
-    def __exit__(self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

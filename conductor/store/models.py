@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, Index
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def new_id() -> str:
@@ -79,7 +79,7 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
-    chains: Mapped[list["Chain"]] = relationship(back_populates="job", order_by="Chain.id")
+    chains: Mapped[list[Chain]] = relationship(back_populates="job", order_by="Chain.id")
 
 
 class Chain(Base):
@@ -101,7 +101,7 @@ class Chain(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     job: Mapped[Job] = relationship(back_populates="chains")
-    rounds: Mapped[list["Round"]] = relationship(back_populates="chain", order_by="Round.round_index")
+    rounds: Mapped[list[Round]] = relationship(back_populates="chain", order_by="Round.round_index")
 
 
 class Round(Base):
@@ -140,7 +140,7 @@ class Round(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     chain: Mapped[Chain] = relationship(back_populates="rounds")
-    steps: Mapped[list["Step"]] = relationship(back_populates="round", order_by="Step.step_index")
+    steps: Mapped[list[Step]] = relationship(back_populates="round", order_by="Step.step_index")
 
 
 class Step(Base):

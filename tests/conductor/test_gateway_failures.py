@@ -150,3 +150,31 @@ def test_a_cluster_limit_is_not_a_failure_no_fallback_no_retry(tmp_path):
 
     assert info.value.retry_after == 1.5
     assert server.calls == [], "neither retried nor handed to the fallback: the step is re-queued instead"
+
+
+def test_models_check_reports_each_model_and_fails_if_any_did(tmp_path):
+    import yaml
+    from typer.testing import CliRunner
+
+    from conductor.cli import app
+
+    def script(model, messages, body):
+        if model.endswith("beta"):
+            return Reply(status=503, error="beta is overloaded")
+        return Reply("ok")
+
+    server = _server(script)
+    try:
+        pool_file = tmp_path / "pool.yaml"
+        pool_file.write_text(yaml.safe_dump(scripted_pool(server.base_url, retries=3).model_dump(exclude_none=True)))
+        result = CliRunner().invoke(app, ["models", "check", "--pool", str(pool_file), "--timeout", "5"],
+                                    env={"CONDUCTOR_HOME": str(tmp_path)})
+    finally:
+        server.stop()
+
+    assert result.exit_code == 1, result.output
+    rows = {line.split("│")[2].strip(): line for line in result.output.splitlines() if line.count("│") > 3}
+    assert "ok" in rows["alpha"] and "ok" in rows["conductor"]
+    assert "FAILED" in rows["beta"] and "beta is overloaded" in " ".join(result.output.split())
+    assert len(server.calls_for("scripted-worker-beta")) == 1, "a check does not retry"
+    assert "1 of 3 model(s) failed" in result.output

@@ -90,3 +90,30 @@ def test_the_open_weights_pool_runs_on_vllm_servers():
     assert pool.conductor.policy_version
     assert all(w.provider == "hosted_vllm" and w.api_base for w in pool.workers)
     assert all(w.limits.concurrency for w in pool.workers)
+
+
+def test_models_list_shows_the_pool_as_the_conductor_sees_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from conductor.cli import app
+
+    result = CliRunner().invoke(app, ["models", "list", "--pool", "frontier.yaml"],
+                                env={"CONDUCTOR_HOME": str(tmp_path)})
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    row = next(line for line in lines if "claude-sonnet-4 " in line)
+    assert re.search(r"\b1\b.*anthropic/claude-sonnet-4-20250514.*anthropic.*4096.*0\.2.*\$3 / \$15.*rpm=50", row)
+    assert re.search(r"\b0\b.*gpt-5 .*openai/gpt-5 .*\$1\.25 / \$10", result.output), "price from litellm's map"
+    assert re.search(r"-.*conductor.*hosted_vllm/conductor.*self-hosted.*concurrency=256", result.output)
+
+
+def test_models_list_names_a_bad_pool_file(tmp_path):
+    from typer.testing import CliRunner
+
+    from conductor.cli import app
+
+    bad = BAD[0]
+    result = CliRunner().invoke(app, ["models", "list", "--pool", str(bad)], env={"CONDUCTOR_HOME": str(tmp_path)})
+
+    assert result.exit_code == 2 and _expected(bad) in result.output

@@ -27,7 +27,7 @@ def _client(home, broker, db, pool) -> Service:
     settings = Settings(home=home, broker_url=broker, database_url=db)
     runtime = Runtime(settings, pool=pool)
     app = create_app(settings, runtime)
-    runtime.db
+    runtime.migrate()
     return Service(runtime, app.conductor_dispatch)
 
 
@@ -64,8 +64,17 @@ def test_a_worker_killed_mid_step_is_survived_and_each_output_stored_once(tmp_pa
     server = ScriptedLLMServer(script).start()
     pool = scripted_pool(server.base_url)
     pool_file = write_pool(pool, tmp_path / "pool.yaml")
-    env = cluster_env(tmp_path, redis_db, pg_url, pool_file, recursion="false", step_lease_s="8",
-                      task_time_limit_s="6", reaper_interval_s="1", ready_grace_s="5")
+    env = cluster_env(
+        tmp_path,
+        redis_db,
+        pg_url,
+        pool_file,
+        recursion="false",
+        step_lease_s="8",
+        task_time_limit_s="6",
+        reaper_interval_s="1",
+        ready_grace_s="5",
+    )
     service = _client(tmp_path, redis_db, pg_url, pool)
     try:
         with workers(env, tmp_path, ["w1", "w2"], beat=True) as procs:
@@ -74,8 +83,11 @@ def test_a_worker_killed_mid_step_is_survived_and_each_output_stored_once(tmp_pa
             deadline = time.monotonic() + 60
             while holder is None and time.monotonic() < deadline:
                 with service.rt.sessions() as s:
-                    holder = s.scalar(select(Step.claimed_by).where(Step.job_id == job_id, Step.step_index == 0,
-                                                                     Step.status == "running"))
+                    holder = s.scalar(
+                        select(Step.claimed_by).where(
+                            Step.job_id == job_id, Step.step_index == 0, Step.status == "running"
+                        )
+                    )
                 time.sleep(0.1)
             assert holder, "step 0 never started"
             victim = holder.split("@")[0]
@@ -90,7 +102,10 @@ def test_a_worker_killed_mid_step_is_survived_and_each_output_stored_once(tmp_pa
             assert steps[0]["attempts"] == 2, "the killed step should have been re-run once"
             with service.rt.sessions() as s:
                 rows = s.scalars(select(Step).where(Step.job_id == job_id)).all()
-            assert Counter((r.round_id, r.step_index) for r in rows) == {(rows[0].round_id, 0): 1, (rows[0].round_id, 1): 1}
+            assert Counter((r.round_id, r.step_index) for r in rows) == {
+                (rows[0].round_id, 0): 1,
+                (rows[0].round_id, 1): 1,
+            }
             assert rows[0].claimed_by.split("@")[0] != victim
             solve_calls = [c for c in server.calls_for("scripted-worker") if c.last_user == "solve"]
             assert len(solve_calls) == 2, "one call died with its worker, the reaper's re-run made the second"

@@ -129,7 +129,7 @@ def test_an_unparseable_plan_round_gets_0_and_the_trace_export_carries_each_roun
 
 def test_best_of_g_picks_the_right_sample_as_the_jobs_answer(tmp_path: Path) -> None:
     with scripted_server() as srv, embedded_system(tmp_path, scripted_pool(srv.base_url), recursion=False) as sys:
-        job_id, view = _run(sys, Problem(question="What is 10 / 2? [say-seq:7,5,9]", answer="5"), samples=3)
+        job_id, view = _run(sys, Problem(question="What is 10 / 2? [say-seq:7,9,5]", answer="5"), samples=3)
 
     values = sorted(r["value"] for r in view["rewards"])
     assert values == [0.5, 0.5, 1.0]

@@ -7,9 +7,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import yaml
 
@@ -43,8 +43,12 @@ class Proc:
         self.log = log
         self._fh = log.open("w")
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "conductor.cli", *args], env=env, cwd=REPO, stdout=self._fh,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, "-m", "conductor.cli", *args],
+            env=env,
+            cwd=REPO,
+            stdout=self._fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
@@ -81,11 +85,22 @@ def wait_ready(procs: list[Proc], timeout: float = 90.0) -> None:
 
 
 @contextmanager
-def workers(env: dict[str, str], home: Path, names: list[str], *, queues: str = "conductor,llm,default",
-            concurrency: int = 4, beat: bool = False) -> Iterator[dict[str, Proc]]:
+def workers(
+    env: dict[str, str],
+    home: Path,
+    names: list[str],
+    *,
+    queues: str = "conductor,llm,default",
+    concurrency: int = 4,
+    beat: bool = False,
+) -> Iterator[dict[str, Proc]]:
     procs = {
-        n: Proc(n, ["worker", "-Q", queues, "-c", str(concurrency), "-P", "threads", "-n", f"{n}@test", "-l", "INFO"],
-                env, home / f"{n}.log")
+        n: Proc(
+            n,
+            ["worker", "-Q", queues, "-c", str(concurrency), "-P", "threads", "-n", f"{n}@test", "-l", "INFO"],
+            env,
+            home / f"{n}.log",
+        )
         for n in names
     }
     try:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -60,17 +61,18 @@ class ScriptedLLMServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
-                call = Call(model=body.get("model", ""), messages=body.get("messages", []), body=body,
-                            started=time.monotonic())
+                call = Call(
+                    model=body.get("model", ""), messages=body.get("messages", []), body=body, started=time.monotonic()
+                )
                 with server._lock:
                     server.calls.append(call)
                     server.in_flight += 1
@@ -85,8 +87,17 @@ class ScriptedLLMServer:
                 call.ended = time.monotonic()
                 call.status = reply.status
                 if reply.status != 200:
-                    self._send(reply.status, {"error": {"message": reply.error or "scripted error",
-                                                        "type": "server_error", "code": reply.status}}, reply.headers)
+                    self._send(
+                        reply.status,
+                        {
+                            "error": {
+                                "message": reply.error or "scripted error",
+                                "type": "server_error",
+                                "code": reply.status,
+                            }
+                        },
+                        reply.headers,
+                    )
                     return
                 self._send(200, _completion(call.model, reply.content, bool(body.get("logprobs"))), reply.headers)
 
@@ -111,7 +122,7 @@ class ScriptedLLMServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
-    def start(self) -> "ScriptedLLMServer":
+    def start(self) -> ScriptedLLMServer:
         self.thread.start()
         return self
 
@@ -129,8 +140,10 @@ def _completion(model: str, content: str, logprobs: bool) -> dict:
     choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
     if logprobs:
         choice["logprobs"] = {
-            "content": [{"token": f"token_id:{i}", "logprob": -0.1 - (i % 7) / 10, "bytes": None, "top_logprobs": []}
-                        for i in ids]
+            "content": [
+                {"token": f"token_id:{i}", "logprob": -0.1 - (i % 7) / 10, "bytes": None, "top_logprobs": []}
+                for i in ids
+            ]
         }
     return {
         "id": f"chatcmpl-{time.monotonic_ns()}",

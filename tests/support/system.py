@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from celery import Celery
 
@@ -36,7 +37,7 @@ def embedded_system(home: Path, pool: Pool, *, concurrency: int = 4, **overrides
     settings = make_settings(home, **overrides)
     runtime = Runtime(settings, pool=pool)
     app = create_app(settings, runtime)
-    runtime.db  # migrate before the worker starts taking tasks
+    runtime.migrate()  # migrate before the worker starts taking tasks
     with EmbeddedWorker(app, concurrency=concurrency):
         yield System(settings, runtime, app, Service(runtime, app.conductor_dispatch))
     runtime.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from conductor.problem import Problem
-from conductor.store.models import Step
 from tests.conftest import default_script
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import ScriptedLLMServer

@@ -27,7 +27,7 @@ def _solve(tmp_path, question, *, script=None, pool_kwargs=None, submit_kwargs=N
 
 
 def test_an_unparseable_plan_is_recorded_resampled_then_answered_by_the_fallback_worker(tmp_path):
-    job, server = _solve(tmp_path, "[garbled] hello", plan_retries=1, fallback_worker="beta", recursion=False)
+    job, _ = _solve(tmp_path, "[garbled] hello", plan_retries=1, fallback_worker="beta", recursion=False)
 
     rounds = job["chains"][0]["rounds"]
     assert [r["kind"] for r in rounds] == ["plan", "plan", "fallback"]
@@ -63,7 +63,9 @@ def test_replan_with_empty_lists_keeps_the_answer(tmp_path):
 
     rounds = job["chains"][0]["rounds"]
     assert [(r["kind"], r["status"], r["parse_status"]) for r in rounds] == [
-        ("plan", "done", "ok"), ("replan", "accepted", "accept")]
+        ("plan", "done", "ok"),
+        ("replan", "accepted", "accept"),
+    ]
     assert job["answer"] == rounds[0]["answer"]
 
 
@@ -73,7 +75,7 @@ def test_replan_with_a_new_workflow_starts_a_round_that_sees_the_previous_answer
     rounds = job["chains"][0]["rounds"]
     assert [r["kind"] for r in rounds] == ["plan", "replan", "replan"]
     assert rounds[1]["status"] == "done" and rounds[2]["status"] == "accepted"
-    redo = [c for c in server.calls_for("scripted-worker") if c.last_user.startswith("redo-done")][0]
+    redo = next(c for c in server.calls_for("scripted-worker") if c.last_user.startswith("redo-done"))
     assert redo.messages[1] == {"role": "assistant", "content": rounds[0]["answer"]}
     assert job["answer"] == rounds[1]["answer"] != rounds[0]["answer"]
 
@@ -83,7 +85,9 @@ def test_the_conductor_as_a_worker_runs_a_nested_workflow(tmp_path):
         text = "\n".join(m["content"] for m in messages)
         if model.endswith("conductor") and "[nest]" in text and "Earlier work" not in text and "inner" not in text:
             # Model 2 is the Conductor itself (in_pool): delegate "inner" to a nested workflow.
-            return Reply('```python\nmodel_id = [0, 2]\nsubtasks = ["outer", "inner [wf:chain]"]\naccess_list = [[], "all"]\n```')
+            return Reply(
+                '```python\nmodel_id = [0, 2]\nsubtasks = ["outer", "inner [wf:chain]"]\naccess_list = [[], "all"]\n```'
+            )
         return default_script()(model, messages, body)
 
     job, _ = _solve(tmp_path, "[nest] x", script=script, pool_kwargs={"in_pool": True}, recursion=False, max_depth=1)
@@ -146,12 +150,17 @@ def test_a_duplicate_delivery_of_a_finished_step_changes_nothing(tmp_path):
 
 def test_a_batch_reports_malformed_lines_and_runs_the_rest(tmp_path):
     batch = tmp_path / "batch.jsonl"
-    batch.write_text("\n".join([
-        json.dumps({"id": "a", "question": "[wf:single] one"}),
-        "{not json",
-        json.dumps({"id": "c", "answer": "no question"}),
-        json.dumps({"id": "d", "question": "[wf:chain] four"}),
-    ]) + "\n")
+    batch.write_text(
+        "\n".join(
+            [
+                json.dumps({"id": "a", "question": "[wf:single] one"}),
+                "{not json",
+                json.dumps({"id": "c", "answer": "no question"}),
+                json.dumps({"id": "d", "question": "[wf:chain] four"}),
+            ]
+        )
+        + "\n"
+    )
     server = ScriptedLLMServer(default_script()).start()
     try:
         with embedded_system(tmp_path, scripted_pool(server.base_url), recursion=False) as sys:
