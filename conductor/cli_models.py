@@ -134,14 +134,14 @@ def check(
             try:
                 c = gateway.call_spec(quick, CHECK_PROMPT, label=name)
                 return "ok", c.latency_s, repr(c.text.strip()[:40])
-            except Exception as exc:  # noqa: BLE001 - report every failure (keys, network, config), keep checking
+            except Exception as exc:  # report every failure (keys, network, config), keep checking
                 return "FAILED", time.perf_counter() - started, " ".join(str(exc).split())[:400]
 
         rows = _rows(pool)
         with ThreadPoolExecutor(max_workers=parallel) as ex:
             results = list(ex.map(probe, rows))
         table = Table("#", "name", "litellm model", "status", "latency", "reply / error")
-        for (index, name, spec), (status, latency, detail) in zip(rows, results):
+        for (index, name, spec), (status, latency, detail) in zip(rows, results, strict=True):
             style = "green" if status == "ok" else "red"
             table.add_row(index, name, spec.model, f"[{style}]{status}[/{style}]", f"{latency:.2f}s", detail)
         Console(width=200).print(table)

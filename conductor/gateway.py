@@ -2,22 +2,36 @@
 
 Hosted APIs, OpenAI-compatible servers, vLLM (`hosted_vllm/`) and the in-process
 transformers backend (`local/`) all go through `litellm.completion`.
+
+Conductor calls also bring back what GRPO training needs, never re-tokenised: the sampled
+completion token ids with their logprobs, and the prompt token ids the model actually saw.
+vLLM and the local backend return them in the same shape (`logprobs.content[i].token` =
+"token_id:N", `choices[0].token_ids`, top-level `prompt_token_ids`); see `conductor.vllm_server`.
+`Gateway.switch_conductor` swaps the served policy (e.g. a LoRA adapter just loaded into
+vLLM) without a restart.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
+import threading
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ContextManager, Iterator, Protocol
+from typing import Any, Protocol
 
 import litellm
 
 from conductor import local_backend
 from conductor.errors import RateLimited, WorkerCallError
-from conductor.pool import ModelSpec, Pool, WorkerSpec
+from conductor.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
+from conductor.vllm_server import TOKEN_ID_EXTRA_BODY, TOKEN_ID_PREFIX, completion_token_ids_and_logprobs
+
+log = logging.getLogger(__name__)
 
 litellm.suppress_debug_info = True  # it prints provider banners on every unknown-price lookup
 
@@ -43,6 +57,7 @@ class Completion:
     latency_s: float = 0.0
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
+    prompt_token_ids: list[int] | None = None  #: the tokenised prompt as the server saw it (vLLM, local)
     attempts: int = 1
     served_by: str | None = None  #: the worker that finally answered (differs after a fallback)
     errors: list[str] = field(default_factory=list)
@@ -51,7 +66,7 @@ class Completion:
 class CallLimiter(Protocol):
     """Cluster-wide admission for one call (rate and concurrency limits)."""
 
-    def slot(self, spec: ModelSpec, *, estimated_tokens: int) -> ContextManager[None]: ...
+    def slot(self, spec: ModelSpec, *, estimated_tokens: int) -> AbstractContextManager[None]: ...
 
 
 class NoLimits:
@@ -70,22 +85,38 @@ def _retry_after(exc: Exception) -> float | None:
         return None
 
 
+def _field(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+
+
 def parse_logprobs(response: Any) -> tuple[list[int] | None, list[float] | None]:
-    """Token ids and logprobs from an OpenAI-shaped response whose tokens read `token_id:N`."""
-    choice = response.choices[0]
-    lp = getattr(choice, "logprobs", None)
-    content = getattr(lp, "content", None) if lp is not None and not isinstance(lp, dict) else (lp or {}).get("content")
+    """Completion token ids and logprobs of choice 0, or None where the response lacks them.
+
+    A lenient front of `vllm_server.completion_token_ids_and_logprobs` (the one parser of
+    "token_id:N" tokens): ids are kept only when that strict parser vouches for them. A
+    hosted API that writes tokens as text still yields its logprobs, with ids None, because
+    guessing ids by re-tokenising the text is exactly what the trace must never do.
+    Accepts a litellm ModelResponse or a raw OpenAI-shaped dict.
+    """
+    choices = _field(response, "choices") or []
+    content = _field(_field(choices[0], "logprobs"), "content") if choices else None
     if not content:
         return None, None
-    ids: list[int] = []
-    values: list[float] = []
-    for item in content:
-        token = item["token"] if isinstance(item, dict) else item.token
-        logprob = item["logprob"] if isinstance(item, dict) else item.logprob
-        values.append(float(logprob))
-        if isinstance(token, str) and token.startswith("token_id:"):
-            ids.append(int(token.split(":", 1)[1]))
-    return (ids if len(ids) == len(values) else None), values
+    try:
+        return completion_token_ids_and_logprobs(response)
+    except ValueError as exc:
+        tokens = [_field(item, "token") for item in content]
+        if all(isinstance(t, str) and t.startswith(TOKEN_ID_PREFIX) for t in tokens):
+            # Every token was an id, so the strict parser refused on a disagreement with
+            # `choices[0].token_ids`: a server bug worth seeing in the logs.
+            log.warning("dropping completion token ids: %s", exc)
+        return None, [float(_field(item, "logprob")) for item in content]
+
+
+def parse_prompt_token_ids(response: Any) -> list[int] | None:
+    """The top-level `prompt_token_ids` vLLM (with `return_token_ids`) and the local backend add."""
+    ids = _field(response, "prompt_token_ids")
+    return [int(i) for i in ids] if ids else None
 
 
 class Gateway:
@@ -104,10 +135,34 @@ class Gateway:
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self.local_models = local_backend.register()
+        self._switch_lock = threading.Lock()
 
     # -- public ------------------------------------------------------------------------
     def call_conductor(self, messages: list[dict]) -> Completion:
+        # One attribute read: a call made during a switch uses the old spec or the new one, never a mix.
         return self._call_with_retries(self.pool.conductor, messages, label="conductor", want_logprobs=True)
+
+    def switch_conductor(self, model: str, *, policy_version: str, api_base: str | None = None) -> ConductorSpec:
+        """Serve the Conductor from `model` from the next call on, without a restart; returns the new spec.
+
+        The retraining loop calls this after loading a promoted LoRA adapter into vLLM
+        (`vllm_server.load_lora_adapter`), e.g. `switch_conductor("hosted_vllm/policy-7",
+        policy_version="policy-7")`. Every other setting (temperature, max tokens, limits)
+        is kept. `api_base=None` keeps the current endpoint; pass "" to clear it (a hosted
+        API). The spec is replaced on the Pool object this gateway shares with the Engine,
+        so the rounds it records from now on carry the new `policy_version`. This switches
+        this process only: other worker processes need the same call (e.g. via a broadcast).
+        """
+        with self._switch_lock:
+            current = self.pool.conductor
+            update: dict[str, Any] = {"model": model, "policy_version": policy_version}
+            if api_base is not None:
+                update["api_base"] = api_base or None
+            # model_copy skips validation; re-validating catches a bad model string before it is served.
+            spec = ConductorSpec.model_validate(current.model_copy(update=update).model_dump())
+            self.pool.conductor = spec
+        log.info("conductor switched: %s (%s) -> %s (%s)", current.model, current.policy_version, model, policy_version)
+        return spec
 
     def call_worker(self, name: str, messages: list[dict]) -> Completion:
         """Call a worker; after its retries fail, walk its fallback chain."""
@@ -150,7 +205,7 @@ class Gateway:
                 time.sleep(self._delay(attempt, _retry_after(exc)))
             except RateLimited:
                 raise  # our own cluster limit said "later": the caller re-queues, nothing failed
-            except Exception as exc:  # noqa: BLE001 - bad request, auth, unknown model: retrying will not help
+            except Exception as exc:  # bad request, auth, unknown model: retrying will not help
                 raise WorkerCallError(f"{label}: {type(exc).__name__}: {str(exc)[:500]}") from exc
         raise WorkerCallError(f"{label}: failed after {spec.retries + 1} attempts: {errors[-1]}", retryable=True)
 
@@ -185,7 +240,9 @@ class Gateway:
         if want_logprobs:
             kwargs["logprobs"] = True
             if spec.provider in ("hosted_vllm", "openai") and spec.api_base:
-                kwargs["extra_body"] = {"return_tokens_as_token_ids": True}
+                # vLLM then writes logprob tokens as "token_id:N" and adds choices[0].token_ids and
+                # prompt_token_ids; other OpenAI-compatible servers ignore unknown fields.
+                kwargs["extra_body"] = dict(TOKEN_ID_EXTRA_BODY)
         estimate = spec.max_tokens + sum(len(str(m.get("content", ""))) for m in messages) // 4
         started = time.perf_counter()
         with self.limiter.slot(spec, estimated_tokens=estimate):
@@ -195,6 +252,7 @@ class Gateway:
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         token_ids, logprobs = parse_logprobs(response) if want_logprobs else (None, None)
+        prompt_token_ids = parse_prompt_token_ids(response) if want_logprobs else None
         return Completion(
             text=response.choices[0].message.content or "",
             model=spec.model,
@@ -205,6 +263,7 @@ class Gateway:
             latency_s=latency,
             token_ids=token_ids,
             logprobs=logprobs,
+            prompt_token_ids=prompt_token_ids,
             served_by=label,
         )
 
@@ -215,7 +274,7 @@ class Gateway:
             return 0.0
         try:
             return float(litellm.completion_cost(completion_response=response) or 0.0)
-        except Exception:  # noqa: BLE001 - unknown models have no price in the local map
+        except Exception:  # unknown models have no price in the local map
             return 0.0
 
     def _local_path(self, model: str) -> Path:

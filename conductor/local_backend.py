@@ -2,8 +2,11 @@
 
 Model strings look like `local/<path-to-model-dir>`; calls go through `litellm.completion`
 like any hosted model, so there is one code path. Completions carry the sampled token ids
-and per-token logprobs in the OpenAI shape, with tokens written `token_id:N` (the same
-convention vLLM uses with `return_tokens_as_token_ids`), so the trace store reads both alike.
+and per-token logprobs in the OpenAI shape, with tokens written `token_id:N`, plus
+`choices[0].token_ids` and a top-level `prompt_token_ids`: exactly what vLLM returns with
+`return_tokens_as_token_ids` and `return_token_ids`, so the gateway reads both alike. Both
+extra fields are plain attributes of litellm's ModelResponse / Choices, which litellm hands
+back from a custom provider untouched.
 """
 
 from __future__ import annotations
@@ -25,8 +28,12 @@ class Generation:
     text: str
     token_ids: list[int]
     logprobs: list[float]
-    prompt_tokens: int
+    prompt_token_ids: list[int]
     finish_reason: str
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
 
 
 class LocalModel:
@@ -69,13 +76,13 @@ class LocalModel:
         # that is the distribution a GRPO importance ratio is taken against.
         logprobs = [
             float(torch.log_softmax(step_logits[0].float(), dim=-1)[tok])
-            for step_logits, tok in zip(out.logits, new_ids)
+            for step_logits, tok in zip(out.logits, new_ids, strict=True)
         ]
         eos = self.tokenizer.eos_token_id
         finish = "stop" if new_ids and new_ids[-1] == eos else "length"
         text_ids = new_ids[:-1] if finish == "stop" else new_ids
         text = self.tokenizer.decode(text_ids, skip_special_tokens=True)
-        return Generation(text, new_ids, logprobs, int(prompt_ids.shape[1]), finish)
+        return Generation(text, new_ids, logprobs, prompt_ids[0].tolist(), finish)
 
 
 class LocalModelRegistry:
@@ -124,11 +131,13 @@ class LocalProvider(CustomLLM):
                     logprobs=ChoiceLogprobs(
                         content=[
                             {"token": f"token_id:{t}", "logprob": lp, "bytes": None, "top_logprobs": []}
-                            for t, lp in zip(gen.token_ids, gen.logprobs)
+                            for t, lp in zip(gen.token_ids, gen.logprobs, strict=True)
                         ]
                     ),
+                    token_ids=gen.token_ids,
                 )
             ],
+            prompt_token_ids=gen.prompt_token_ids,
             usage=Usage(
                 prompt_tokens=gen.prompt_tokens,
                 completion_tokens=len(gen.token_ids),
@@ -145,18 +154,18 @@ class LocalProvider(CustomLLM):
 
 
 _registry = LocalModelRegistry()
-_registered = False
+_handler = LocalProvider(_registry)
 _register_lock = threading.Lock()
 
 
 def register() -> LocalModelRegistry:
     """Register the `local/` provider with litellm (idempotent) and return its model registry."""
-    global _registered
     with _register_lock:
-        if not _registered:
+        # Checked against litellm's own list rather than a flag, so a test or library that
+        # resets `custom_provider_map` does not leave `local/` silently unregistered.
+        if not any(p.get("custom_handler") is _handler for p in litellm.custom_provider_map):
             litellm.custom_provider_map = [
                 *[p for p in litellm.custom_provider_map if p.get("provider") != PROVIDER],
-                {"provider": PROVIDER, "custom_handler": LocalProvider(_registry)},
+                {"provider": PROVIDER, "custom_handler": _handler},
             ]
-            _registered = True
     return _registry

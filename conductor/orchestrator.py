@@ -45,6 +45,7 @@ class Orchestrator:
             text=c.text,
             token_ids=c.token_ids,
             logprobs=c.logprobs,
+            prompt_token_ids=c.prompt_token_ids,
             model=c.model,
             prompt_tokens=c.prompt_tokens,
             completion_tokens=c.completion_tokens,

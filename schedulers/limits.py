@@ -29,6 +29,7 @@ one of an earlier limit (capacity is under-used, never exceeded); token costs ar
 estimates (prompt length / 4 + max_tokens) and are not refunded after the call.
 Rate windows are stamped with each host's clock (the `limits` scripts take the caller's
 time), so hosts must run NTP; concurrency leases use the Redis server's clock.
+When Redis cannot be reached the call fails (closed): limits are never silently dropped.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ class RedisLimiter:
     # -- CallLimiter -------------------------------------------------------------------
     @contextlib.contextmanager
     def slot(self, spec: ModelSpec, *, estimated_tokens: int) -> Iterator[None]:
-        plan = self.plan(spec)
+        plan = self._plan(spec)
         if not plan:
             yield
             return
@@ -158,7 +159,7 @@ class RedisLimiter:
             self._release(plan, holder)
 
     # -- what applies --------------------------------------------------------------------
-    def plan(self, spec: ModelSpec) -> _Plan:
+    def _plan(self, spec: ModelSpec) -> _Plan:
         plan = _Plan()
         scoped = [
             (keys.provider_scope(spec.provider), self.pool.providers.get(spec.provider)),
@@ -181,12 +182,6 @@ class RedisLimiter:
         """Live holders of a concurrency cap (for status pages and tests)."""
         now_ms = int(time.time() * 1000)
         return int(self.client.zcount(keys.concurrency(scope), now_ms, "+inf"))
-
-    def reset(self) -> None:
-        """Forget every window and holder (tests, or after changing limits by hand)."""
-        self._storage.reset()
-        for key in self.client.scan_iter(match=keys.concurrency("*")):
-            self.client.delete(key)
 
     def close(self) -> None:
         self.client.close()

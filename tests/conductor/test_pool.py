@@ -105,7 +105,7 @@ def test_models_list_shows_the_pool_as_the_conductor_sees_it(tmp_path):
     row = next(line for line in lines if "claude-sonnet-4 " in line)
     assert re.search(r"\b1\b.*anthropic/claude-sonnet-4-20250514.*anthropic.*4096.*0\.2.*\$3 / \$15.*rpm=50", row)
     assert re.search(r"\b0\b.*gpt-5 .*openai/gpt-5 .*\$1\.25 / \$10", result.output), "price from litellm's map"
-    assert re.search(r"-.*conductor.*hosted_vllm/conductor.*self-hosted.*concurrency=256", result.output)
+    assert re.search(r"- .*conductor .*hosted_vllm/conductor .*self-hosted", result.output)
 
 
 def test_models_list_names_a_bad_pool_file(tmp_path):
