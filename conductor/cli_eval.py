@@ -11,12 +11,26 @@ import typer
 from conductor.cli_common import echo_json, errors_to_exit_codes, load_settings, running_system
 from conductor.errors import InputError
 
-BenchmarkOpt = Annotated[str, typer.Option(
-    "--benchmark", "-b", help="gsm8k, math500, aime24, mmlu, humaneval, mbpp or a problem file; comma-separated for several.")]
-MethodsOpt = Annotated[str, typer.Option(
-    "--methods", "-m", help="Comma-separated: conductor, router, single:WORKER, moa[:AGG], self-reflect[:WORKER[:K]], "
-    "best-of-n[:WORKER[:N]].")]
-OutDirOpt = Annotated[Path, typer.Option("--out", "-o", help="Directory for results.jsonl, results.json, report.md, plots.")]
+BenchmarkOpt = Annotated[
+    str,
+    typer.Option(
+        "--benchmark",
+        "-b",
+        help="gsm8k, math500, aime24, mmlu, humaneval, mbpp or a problem file; comma-separated for several.",
+    ),
+]
+MethodsOpt = Annotated[
+    str,
+    typer.Option(
+        "--methods",
+        "-m",
+        help="Comma-separated: conductor, router, single:WORKER, moa[:AGG], self-reflect[:WORKER[:K]], "
+        "best-of-n[:WORKER[:N]].",
+    ),
+]
+OutDirOpt = Annotated[
+    Path, typer.Option("--out", "-o", help="Directory for results.jsonl, results.json, report.md, plots.")
+]
 JudgeOpt = Annotated[str | None, typer.Option(help="Pool worker that judges rubric problems.")]
 DataDirOpt = Annotated[Path | None, typer.Option(help="Directory of the benchmark files (default: shared/data).")]
 
@@ -25,7 +39,9 @@ def eval_command(
     benchmark: BenchmarkOpt,
     out: OutDirOpt,
     methods: MethodsOpt = "conductor",
-    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="First N problems of each benchmark.")] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="First N problems of each benchmark.")
+    ] = None,
     parallel: Annotated[int, typer.Option(min=1, help="Jobs in flight at once.")] = 16,
     pool: Annotated[Path | None, typer.Option(help="Worker pool YAML (default: settings).")] = None,
     judge: JudgeOpt = None,
@@ -48,20 +64,33 @@ def eval_command(
                 for why in b.rejected[:5]:
                     typer.echo(f"{b.label}: {why}", err=True)
             report = run_eval(
-                sysm.runtime, sysm.service, benchmarks=benches, methods=chosen, out=out, parallel=parallel,
-                job_timeout_s=job_timeout, judge=make_judge(sysm.runtime, judge), progress=progress,
+                sysm.runtime,
+                sysm.service,
+                benchmarks=benches,
+                methods=chosen,
+                out=out,
+                parallel=parallel,
+                job_timeout_s=job_timeout,
+                judge=make_judge(sysm.runtime, judge),
+                progress=progress,
                 echo=lambda msg: typer.echo(msg, err=True),
             )
         typer.echo(report.table)
-        typer.echo(f"{report.submitted} pair(s) run, {report.skipped} already done; "
-                   f"report in {report.files['report_md']}", err=True)
+        typer.echo(
+            f"{report.submitted} pair(s) run, {report.skipped} already done; report in {report.files['report_md']}",
+            err=True,
+        )
 
 
 def verify_command(
     file: Annotated[str, typer.Option("--file", "-f", help="Problem file (any supported format) or benchmark name.")],
-    answers: Annotated[Path, typer.Option("--answers", "-a", exists=True, dir_okay=False,
-                                          help='JSONL of {"id": ..., "answer": ...} lines.')],
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write one verdict JSON line per problem here.")] = None,
+    answers: Annotated[
+        Path,
+        typer.Option("--answers", "-a", exists=True, dir_okay=False, help='JSONL of {"id": ..., "answer": ...} lines.'),
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write one verdict JSON line per problem here.")
+    ] = None,
     judge: JudgeOpt = None,
     data_dir: DataDirOpt = None,
 ) -> None:
@@ -80,8 +109,10 @@ def verify_command(
         for why in rep.bad_lines[:10]:
             typer.echo(f"skipped: {why}", err=True)
         if rep.unknown_ids:
-            typer.echo(f"{len(rep.unknown_ids)} answer(s) for ids not in the problem file, e.g. {rep.unknown_ids[:3]}",
-                       err=True)
+            typer.echo(
+                f"{len(rep.unknown_ids)} answer(s) for ids not in the problem file, e.g. {rep.unknown_ids[:3]}",
+                err=True,
+            )
         if out:
             out.parent.mkdir(parents=True, exist_ok=True)
             with out.open("w", encoding="utf-8") as fh:
@@ -91,8 +122,10 @@ def verify_command(
             typer.echo(f"no problem could be verified ({rep.total} problems, {rep.answered} answered)")
             return
         lo, hi = wilson_interval(rep.correct, rep.scored)
-        typer.echo(f"accuracy: {rep.correct}/{rep.scored} = {100 * rep.accuracy:.1f}% "
-                   f"(95% CI {100 * lo:.1f}-{100 * hi:.1f}); {rep.answered} of {rep.total} problems answered")
+        typer.echo(
+            f"accuracy: {rep.correct}/{rep.scored} = {100 * rep.accuracy:.1f}% "
+            f"(95% CI {100 * lo:.1f}-{100 * hi:.1f}); {rep.answered} of {rep.total} problems answered"
+        )
 
 
 def feedback_command(
@@ -104,8 +137,16 @@ def feedback_command(
 
     with errors_to_exit_codes(), running_system(load_settings(), needs_worker=False) as sysm:
         row = record_feedback(sysm.runtime, job_id, score)
-        echo_json({"job_id": job_id, "value": row.value, "correct": row.correct, "source": row.source,
-                   "chain_id": row.chain_id, "details": row.details})
+        echo_json(
+            {
+                "job_id": job_id,
+                "value": row.value,
+                "correct": row.correct,
+                "source": row.source,
+                "chain_id": row.chain_id,
+                "details": row.details,
+            }
+        )
 
 
 def score_command(
@@ -119,8 +160,19 @@ def score_command(
 
     with errors_to_exit_codes(), running_system(load_settings(), needs_worker=False) as sysm:
         rows = score_job(sysm.runtime, job_id, judge=make_judge(sysm.runtime, judge), force=force)
-        echo_json([{"chain_id": r.chain_id, "round_id": r.round_id, "value": r.value, "correct": r.correct,
-                    "verifier": r.verifier, "reason": (r.details or {}).get("reason")} for r in rows])
+        echo_json(
+            [
+                {
+                    "chain_id": r.chain_id,
+                    "round_id": r.round_id,
+                    "value": r.value,
+                    "correct": r.correct,
+                    "verifier": r.verifier,
+                    "reason": (r.details or {}).get("reason"),
+                }
+                for r in rows
+            ]
+        )
 
 
 def register(app: typer.Typer) -> None:

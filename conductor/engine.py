@@ -214,6 +214,8 @@ class Engine:
         logprobs: list[float] | None,
         prompt_token_ids: list[int] | None = None,
         model: str,
+        policy_version: str | None = None,
+        sampling: dict | None = None,
         prompt_tokens: int = 0,
         completion_tokens: int = 0,
         cost_usd: float = 0.0,
@@ -232,11 +234,11 @@ class Engine:
             rnd.completion_token_ids = token_ids
             rnd.completion_logprobs = logprobs
             rnd.conductor_model = model
-            rnd.policy_version = self.pool.conductor.policy_version
-            rnd.sampling = {
-                "temperature": self.pool.conductor.temperature,
-                "max_tokens": self.pool.conductor.max_tokens,
-            }
+            # The policy that sampled this completion: the caller's, since the pool's Conductor
+            # may have been switched to a new checkpoint while the call was in flight.
+            conductor = self.pool.conductor
+            rnd.policy_version = policy_version or conductor.policy_version
+            rnd.sampling = sampling or {"temperature": conductor.temperature, "max_tokens": conductor.max_tokens}
             rnd.prompt_tokens, rnd.completion_tokens, rnd.cost_usd = prompt_tokens, completion_tokens, cost_usd
             rnd.latency_s = latency_s
             rnd.lease_until = None
@@ -357,13 +359,25 @@ class Engine:
             return self._fail_step(s, step_id, error)
 
     def release_step(self, step_id: int) -> None:
-        """Hand a claimed step back (e.g. a rate limit asked us to come back later)."""
+        """Hand a claimed step back (a rate limit asked us to come back later).
+
+        The claim's attempt and the model call it reserved are given back: waiting for a
+        limit is not a lost step and spends none of the job's call budget.
+        """
         with self.sessions.begin() as s:
-            s.execute(
+            row = s.execute(
                 update(Step)
                 .where(Step.id == step_id, Step.status == StepStatus.RUNNING.value)
-                .values(status=StepStatus.READY.value, lease_until=None, ready_at=now())
-            )
+                .values(
+                    status=StepStatus.READY.value,
+                    lease_until=None,
+                    ready_at=now(),
+                    attempts=Step.attempts - 1,
+                )
+                .returning(Step.job_id)
+            ).first()
+            if row is not None:
+                s.execute(update(Job).where(Job.id == row[0]).values(model_calls=Job.model_calls - 1))
 
     # -- recovery ------------------------------------------------------------------------
     def recover(self, max_attempts: int = 3) -> Effects:

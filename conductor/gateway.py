@@ -58,6 +58,9 @@ class Completion:
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     prompt_token_ids: list[int] | None = None  #: the tokenised prompt as the server saw it (vLLM, local)
+    #: Conductor calls: the policy that sampled this completion, fixed at call time (a switch may follow).
+    policy_version: str | None = None
+    sampling: dict[str, Any] | None = None  #: the behaviour policy's sampling settings (Conductor calls)
     attempts: int = 1
     served_by: str | None = None  #: the worker that finally answered (differs after a fallback)
     errors: list[str] = field(default_factory=list)
@@ -140,7 +143,11 @@ class Gateway:
     # -- public ------------------------------------------------------------------------
     def call_conductor(self, messages: list[dict]) -> Completion:
         # One attribute read: a call made during a switch uses the old spec or the new one, never a mix.
-        return self._call_with_retries(self.pool.conductor, messages, label="conductor", want_logprobs=True)
+        spec = self.pool.conductor
+        result = self._call_with_retries(spec, messages, label="conductor", want_logprobs=True)
+        result.policy_version = spec.policy_version
+        result.sampling = {"temperature": spec.temperature, "max_tokens": spec.max_tokens}
+        return result
 
     def switch_conductor(self, model: str, *, policy_version: str, api_base: str | None = None) -> ConductorSpec:
         """Serve the Conductor from `model` from the next call on, without a restart; returns the new spec.

@@ -109,9 +109,21 @@ class LocalProvider(CustomLLM):
         super().__init__()
         self.registry = registry
 
-    def completion(self, model: str, messages: list, api_base: str, custom_prompt_dict: dict,
-                   model_response: ModelResponse, print_verbose: Any, encoding: Any, api_key: Any,
-                   logging_obj: Any, optional_params: dict, *args: Any, **kwargs: Any) -> ModelResponse:
+    def completion(
+        self,
+        model: str,
+        messages: list,
+        api_base: str,
+        custom_prompt_dict: dict,
+        model_response: ModelResponse,
+        print_verbose: Any,
+        encoding: Any,
+        api_key: Any,
+        logging_obj: Any,
+        optional_params: dict,
+        *args: Any,
+        **kwargs: Any,
+    ) -> ModelResponse:
         started = time.perf_counter()
         # The gateway resolves `local/<name>` to a model directory and passes it as api_base.
         path = api_base or (model.split("/", 1)[1] if model.startswith(f"{PROVIDER}/") else model)

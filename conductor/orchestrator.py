@@ -30,7 +30,10 @@ class Orchestrator:
         max_steps = task.max_steps
         if task.kind == RoundKind.REPLAN and task.previous is not None:
             messages = build_replan_messages(
-                task.question, pool.cards(), previous=task.previous, previous_answer=task.previous_answer or "",
+                task.question,
+                pool.cards(),
+                previous=task.previous,
+                previous_answer=task.previous_answer or "",
                 max_steps=max_steps,
             )
         else:
@@ -47,6 +50,8 @@ class Orchestrator:
             logprobs=c.logprobs,
             prompt_token_ids=c.prompt_token_ids,
             model=c.model,
+            policy_version=c.policy_version,
+            sampling=c.sampling,
             prompt_tokens=c.prompt_tokens,
             completion_tokens=c.completion_tokens,
             cost_usd=c.cost_usd,

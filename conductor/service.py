@@ -283,22 +283,37 @@ def _reward_view(r: Reward) -> dict[str, Any]:
     }
 
 
+def _pick_reward(rewards: list[Reward], round_id: int) -> Reward | None:
+    """The reward that applies to one round: its own (an unparseable plan), else the user's
+    feedback, else its chain's verifier reward; the newest of each kind wins."""
+    own = [r for r in rewards if r.round_id == round_id and r.chain_id is None]
+    feedback = [r for r in rewards if r.source == "feedback"]
+    rest = [r for r in rewards if r not in own and r not in feedback]
+    for group in (own, feedback, rest):
+        if group:
+            return group[-1]
+    return None
+
+
 def trace_line(rnd: Round, s: Any) -> dict[str, Any]:
     chain = rnd.chain
     job = chain.job
     rewards = s.scalars(
-        select(Reward).where(
+        select(Reward)
+        .where(
             Reward.job_id == job.id,
             (Reward.round_id == rnd.id)
             | (Reward.chain_id == chain.id)
             | (Reward.chain_id.is_(None) & Reward.round_id.is_(None)),
         )
+        .order_by(Reward.id)
     ).all()
-    reward = rewards[-1] if rewards else None
+    reward = _pick_reward(rewards, rnd.id)
     return {
         "job_id": job.id,
         "problem_id": job.external_id,
         "problem": job.problem,
+        "job_options": job.options,
         "chain_id": chain.id,
         "sample_index": chain.sample_index,
         "depth": chain.depth,

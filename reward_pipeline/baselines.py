@@ -79,15 +79,23 @@ class Method:
         if self.kind == "moa":
             k = self.pool_size
             return {
-                "options": {"workflow": _lists([*range(k), self.aggregator_index], [q] * k + [AGGREGATE.format(question=q)],
-                                               [[] for _ in range(k)] + ["all"])},
+                "options": {
+                    "workflow": _lists(
+                        [*range(k), self.aggregator_index],
+                        [q] * k + [AGGREGATE.format(question=q)],
+                        [[] for _ in range(k)] + ["all"],
+                    )
+                },
                 "samples": 1,
             }
         if self.kind == "self-reflect":
             w = self.worker_index
             return {
-                "options": {"workflow": _lists([w] * (self.n + 1), [q] + [REFLECT.format(question=q)] * self.n,
-                                               [[]] + ["all"] * self.n)},
+                "options": {
+                    "workflow": _lists(
+                        [w] * (self.n + 1), [q] + [REFLECT.format(question=q)] * self.n, [[]] + ["all"] * self.n
+                    )
+                },
                 "samples": 1,
             }
         raise AssertionError(self.kind)

@@ -154,13 +154,18 @@ def majority_vote(samples: list[tuple[int, str, Reward | None]], problem: Proble
 
 
 # -- one finished job -> one result line ------------------------------------------------------
-def _result_line(runtime: Runtime, job_id: str, method: Method, problem: Problem, benchmark: str,
-                 score_error: str | None) -> dict[str, Any]:
+def _result_line(
+    runtime: Runtime, job_id: str, method: Method, problem: Problem, benchmark: str, score_error: str | None
+) -> dict[str, Any]:
     with runtime.sessions() as s:
         job = s.get_one(Job, job_id)
         chains = sorted((c for c in job.chains if c.parent_step_id is None), key=lambda c: c.sample_index)
-        rewards = {r.chain_id: r for r in s.scalars(
-            select(Reward).where(Reward.job_id == job_id, Reward.source == "verifier", Reward.chain_id.is_not(None)))}
+        rewards = {
+            r.chain_id: r
+            for r in s.scalars(
+                select(Reward).where(Reward.job_id == job_id, Reward.source == "verifier", Reward.chain_id.is_not(None))
+            )
+        }
         steps = [r.n_steps for c in chains for r in c.rounds if r.workflow and r.n_steps]
         latency = (job.finished_at - job.created_at).total_seconds() if job.finished_at and job.created_at else None
         answer, chosen = job.answer, rewards.get(job.answer_chain_id)
@@ -261,13 +266,22 @@ def run_eval(
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     pairs = [
         _Pair(b.label, m, p, verifier_for(p, judge=judge) is not None)
-        for b in benchmarks for p in b.problems for m in methods
+        for b in benchmarks
+        for p in b.problems
+        for m in methods
     ]
     todo = [p for p in pairs if p.key not in done]
     skipped = len(pairs) - len(todo)
     timed_out: list[dict[str, str]] = []
-    bar = tqdm(total=len(pairs), initial=skipped, desc="eval", unit="pair", file=sys.stderr, disable=not progress,
-               dynamic_ncols=True)
+    bar = tqdm(
+        total=len(pairs),
+        initial=skipped,
+        desc="eval",
+        unit="pair",
+        file=sys.stderr,
+        disable=not progress,
+        dynamic_ncols=True,
+    )
     queue = list(reversed(todo))
     inflight: dict[str, _Pair] = {}
     with results_path.open("a", encoding="utf-8") as sink:
@@ -286,8 +300,14 @@ def run_eval(
             for job_id in list(inflight):
                 pair = inflight[job_id]
                 if job_id not in finished and now - pair.submitted_at > job_timeout_s:
-                    timed_out.append({"benchmark": pair.benchmark, "method": pair.method.label,
-                                      "problem_id": str(pair.problem.id), "job_id": job_id})
+                    timed_out.append(
+                        {
+                            "benchmark": pair.benchmark,
+                            "method": pair.method.label,
+                            "problem_id": str(pair.problem.id),
+                            "job_id": job_id,
+                        }
+                    )
                     del inflight[job_id]
                     bar.update(1)
             for job_id in finished:
@@ -297,16 +317,24 @@ def run_eval(
                 sink.write(json.dumps(line) + "\n")
                 sink.flush()
                 bar.update(1)
-                bar.set_postfix_str(f"{pair.method.label} {pair.problem.id}: "
-                                    f"{'ok' if line['correct'] else 'wrong' if line['correct'] is False else '?'}")
+                bar.set_postfix_str(
+                    f"{pair.method.label} {pair.problem.id}: "
+                    f"{'ok' if line['correct'] else 'wrong' if line['correct'] is False else '?'}"
+                )
             if not finished:
                 time.sleep(poll_s)
     bar.close()
     if timed_out and echo:
         echo(f"{len(timed_out)} job(s) did not finish within {job_timeout_s:g}s; a rerun retries them")
     records = [done[p.key] for p in pairs if p.key in done]
-    report = write_report(runtime, out, records, benchmarks=benchmarks, methods=methods,
-                          extra={"run": run_id, "submitted": len(todo), "skipped": skipped, "timed_out": timed_out})
+    report = write_report(
+        runtime,
+        out,
+        records,
+        benchmarks=benchmarks,
+        methods=methods,
+        extra={"run": run_id, "submitted": len(todo), "skipped": skipped, "timed_out": timed_out},
+    )
     return EvalReport(out, report["summary"], report["table"], len(todo), skipped, timed_out, report["files"])
 
 
@@ -317,8 +345,17 @@ def _poll(runtime: Runtime, inflight: dict[str, _Pair], grace_s: float) -> list[
     ids = list(inflight)
     with runtime.sessions() as s:
         ended = set(s.scalars(select(Job.id).where(Job.id.in_(ids), Job.status.in_(TERMINAL))))
-        scored = set(s.scalars(select(Reward.job_id).where(
-            Reward.job_id.in_(list(ended)), Reward.source == "verifier", Reward.chain_id.is_not(None)))) if ended else set()
+        scored = (
+            set(
+                s.scalars(
+                    select(Reward.job_id).where(
+                        Reward.job_id.in_(list(ended)), Reward.source == "verifier", Reward.chain_id.is_not(None)
+                    )
+                )
+            )
+            if ended
+            else set()
+        )
     now = time.monotonic()
     ready = []
     for job_id in ids:
@@ -341,8 +378,15 @@ def _finish(runtime: Runtime, pair: _Pair, judge: Verifier | None) -> dict[str, 
     return _result_line(runtime, pair.job_id, pair.method, pair.problem, pair.benchmark, error)
 
 
-def write_report(runtime: Runtime | None, out: Path, records: list[dict[str, Any]], *, benchmarks: list[Benchmark],
-                 methods: list[Method], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def write_report(
+    runtime: Runtime | None,
+    out: Path,
+    records: list[dict[str, Any]],
+    *,
+    benchmarks: list[Benchmark],
+    methods: list[Method],
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """results.json, report.md and the two plots for `records`."""
     bench_labels = [b.label for b in benchmarks]
     method_labels = [m.label for m in methods]
@@ -353,23 +397,43 @@ def write_report(runtime: Runtime | None, out: Path, records: list[dict[str, Any
         "report_md": out / "report.md",
         "results_jsonl": out / RESULTS_JSONL,
         "accuracy_vs_tokens": plot_accuracy_vs_tokens(summary, out / "accuracy_vs_tokens.png"),
-        "accuracy_by_benchmark": plot_accuracy_by_benchmark(summary, out / "accuracy_by_benchmark.png",
-                                                            benchmarks=bench_labels, methods=method_labels),
+        "accuracy_by_benchmark": plot_accuracy_by_benchmark(
+            summary, out / "accuracy_by_benchmark.png", benchmarks=bench_labels, methods=method_labels
+        ),
     }
     config: dict[str, Any] = {
-        "benchmarks": [{"name": b.label, "path": str(b.path), "problems": len(b.problems),
-                        "rejected": len(b.rejected)} for b in benchmarks],
+        "benchmarks": [
+            {"name": b.label, "path": str(b.path), "problems": len(b.problems), "rejected": len(b.rejected)}
+            for b in benchmarks
+        ],
         "methods": method_labels,
         **(extra or {}),
     }
     if runtime is not None:
         pool, st = runtime.pool, runtime.settings
-        config["pool"] = {"conductor": pool.conductor.model, "policy_version": pool.conductor.policy_version,
-                          "workers": {w.name: w.model for w in pool.workers}}
-        config["settings"] = {k: getattr(st, k) for k in ("max_steps", "recursion", "max_rounds", "max_depth",
-                                                           "plan_retries", "fallback_worker", "max_model_calls")}
-    payload = {"config": config, "summary": summary,
-               "generated_at": datetime.now(UTC).isoformat(), "records": len(records)}
+        config["pool"] = {
+            "conductor": pool.conductor.model,
+            "policy_version": pool.conductor.policy_version,
+            "workers": {w.name: w.model for w in pool.workers},
+        }
+        config["settings"] = {
+            k: getattr(st, k)
+            for k in (
+                "max_steps",
+                "recursion",
+                "max_rounds",
+                "max_depth",
+                "plan_retries",
+                "fallback_worker",
+                "max_model_calls",
+            )
+        }
+    payload = {
+        "config": config,
+        "summary": summary,
+        "generated_at": datetime.now(UTC).isoformat(),
+        "records": len(records),
+    }
     files["results_json"].write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
     files["report_md"].write_text(
         "# Evaluation\n\n"
@@ -407,14 +471,20 @@ def _read_answers(path: Path) -> tuple[dict[str, str], list[str]]:
             rec = json.loads(raw)
             key, answer = rec["id"], rec["answer"]
         except (ValueError, KeyError, TypeError) as exc:
-            bad.append(f"line {number}: expected {{\"id\", \"answer\"}}: {exc}")
+            bad.append(f'line {number}: expected {{"id", "answer"}}: {exc}')
             continue
         answers.setdefault(str(key), "" if answer is None else str(answer))
     return answers, bad
 
 
-def verify_answers(problems: str | Path, answers: Path, *, judge: Verifier | None = None,
-                   data: Path | None = None, threads: int | None = None) -> VerifyReport:
+def verify_answers(
+    problems: str | Path,
+    answers: Path,
+    *,
+    judge: Verifier | None = None,
+    data: Path | None = None,
+    threads: int | None = None,
+) -> VerifyReport:
     """Score ``{"id", "answer"}`` lines against a problem file (or benchmark name) with the verifiers.
 
     A problem with no answer line counts as wrong; answers for unknown ids are listed.

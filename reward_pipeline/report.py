@@ -16,8 +16,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Cell", "aggregate", "markdown", "percentile", "plot_accuracy_by_benchmark", "plot_accuracy_vs_tokens",
-           "wilson_interval"]
+__all__ = [
+    "Cell",
+    "aggregate",
+    "markdown",
+    "percentile",
+    "plot_accuracy_by_benchmark",
+    "plot_accuracy_vs_tokens",
+    "wilson_interval",
+]
 
 Z95 = 1.959963984540054
 
@@ -97,7 +104,9 @@ def _cell(benchmark: str, method: str, records: list[dict[str, Any]]) -> Cell:
     )
 
 
-def aggregate(records: Iterable[dict[str, Any]], *, benchmarks: Sequence[str], methods: Sequence[str]) -> dict[str, Any]:
+def aggregate(
+    records: Iterable[dict[str, Any]], *, benchmarks: Sequence[str], methods: Sequence[str]
+) -> dict[str, Any]:
     """Cells per (benchmark, method), pooled cells per method, and each method's benchmark average."""
     by: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in records:
@@ -105,8 +114,9 @@ def aggregate(records: Iterable[dict[str, Any]], *, benchmarks: Sequence[str], m
     cells = [_cell(b, m, by.get((b, m), [])) for m in methods for b in benchmarks]
     pooled = [_cell("all", m, [r for b in benchmarks for r in by.get((b, m), [])]) for m in methods]
     average = {
-        m: _mean(c.accuracy for c in cells if c.method == m) if all(
-            c.accuracy is not None for c in cells if c.method == m) else None
+        m: _mean(c.accuracy for c in cells if c.method == m)
+        if all(c.accuracy is not None for c in cells if c.method == m)
+        else None
         for m in methods
     }
     return {"cells": [c.as_dict() for c in cells], "overall": [c.as_dict() for c in pooled], "average": average}
@@ -128,25 +138,64 @@ def markdown(summary: dict[str, Any], *, benchmarks: Sequence[str], methods: Seq
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for m in methods:
         o = overall[m]
-        row = [m, *(_pct(cells[(b, m)]["accuracy"]) for b in benchmarks), _pct(summary["average"].get(m)),
-               _num(o["tokens_per_question"], ",.0f"), _num(o["cost_per_question"], ".6f"),
-               _num(o["latency_p50_s"], ".1f"), _num(o["latency_p95_s"], ".1f"), _num(o["steps_per_workflow"], ".2f")]
+        row = [
+            m,
+            *(_pct(cells[(b, m)]["accuracy"]) for b in benchmarks),
+            _pct(summary["average"].get(m)),
+            _num(o["tokens_per_question"], ",.0f"),
+            _num(o["cost_per_question"], ".6f"),
+            _num(o["latency_p50_s"], ".1f"),
+            _num(o["latency_p95_s"], ".1f"),
+            _num(o["steps_per_workflow"], ".2f"),
+        ]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", ("Accuracy in % (avg: mean over benchmarks); tokens, USD, latency (submission to job end) and "
-              "steps per workflow over all problems. Per cell, with 95% Wilson intervals:"), ""]
-    head2 = ["benchmark", "method", "n", "correct", "accuracy %", "95% CI", "tokens / q", "USD / q", "p50 s",
-             "p95 s", "steps / wf", "failed"]
+    lines += [
+        "",
+        (
+            "Accuracy in % (avg: mean over benchmarks); tokens, USD, latency (submission to job end) and "
+            "steps per workflow over all problems. Per cell, with 95% Wilson intervals:"
+        ),
+        "",
+    ]
+    head2 = [
+        "benchmark",
+        "method",
+        "n",
+        "correct",
+        "accuracy %",
+        "95% CI",
+        "tokens / q",
+        "USD / q",
+        "p50 s",
+        "p95 s",
+        "steps / wf",
+        "failed",
+    ]
     lines += ["| " + " | ".join(head2) + " |", "|" + "---|" * len(head2)]
     for b in [*benchmarks, "all"]:
         for m in methods:
             c = overall[m] if b == "all" else cells[(b, m)]
             ci = "-" if c["ci_low"] is None else f"[{_pct(c['ci_low'])}, {_pct(c['ci_high'])}]"
-            lines.append("| " + " | ".join([
-                b, m, str(c["n"]), f"{c['correct']}/{c['scored']}", _pct(c["accuracy"]), ci,
-                _num(c["tokens_per_question"], ",.0f"), _num(c["cost_per_question"], ".6f"),
-                _num(c["latency_p50_s"], ".1f"), _num(c["latency_p95_s"], ".1f"), _num(c["steps_per_workflow"], ".2f"),
-                str(c["failed"]),
-            ]) + " |")
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        b,
+                        m,
+                        str(c["n"]),
+                        f"{c['correct']}/{c['scored']}",
+                        _pct(c["accuracy"]),
+                        ci,
+                        _num(c["tokens_per_question"], ",.0f"),
+                        _num(c["cost_per_question"], ".6f"),
+                        _num(c["latency_p50_s"], ".1f"),
+                        _num(c["latency_p95_s"], ".1f"),
+                        _num(c["steps_per_workflow"], ".2f"),
+                        str(c["failed"]),
+                    ]
+                )
+                + " |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -186,8 +235,9 @@ def plot_accuracy_vs_tokens(summary: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def plot_accuracy_by_benchmark(summary: dict[str, Any], path: Path, *, benchmarks: Sequence[str],
-                               methods: Sequence[str]) -> Path:
+def plot_accuracy_by_benchmark(
+    summary: dict[str, Any], path: Path, *, benchmarks: Sequence[str], methods: Sequence[str]
+) -> Path:
     """Grouped bars: accuracy of every method on every benchmark, with 95% intervals."""
     plt = _pyplot()
     cells = {(c["benchmark"], c["method"]): c for c in summary["cells"]}

@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, exists, select, update
 
 from conductor.errors import ConductorError, InputError, NotFound, VerifierError
 from conductor.problem import Problem
@@ -108,6 +109,22 @@ def job_has_reference(runtime: Runtime, job_id: str) -> bool:
     return bool(problem) and Problem.model_validate(problem).has_reference
 
 
+def unscored_jobs(runtime: Runtime, *, older_than_s: float, limit: int = 500) -> list[str]:
+    """Finished jobs with a reference but no verifier reward: their score task was lost."""
+    cutoff = datetime.now(UTC) - timedelta(seconds=older_than_s)
+    with runtime.sessions() as s:
+        rows = s.execute(
+            select(Job.id, Job.problem)
+            .where(
+                Job.status == "done",
+                Job.finished_at < cutoff,
+                ~exists().where(Reward.job_id == Job.id, Reward.source == "verifier"),
+            )
+            .limit(limit)
+        ).all()
+    return [job_id for job_id, problem in rows if Problem.model_validate(problem).has_reference]
+
+
 def score_job(
     runtime: Runtime,
     job_id: str,
@@ -141,7 +158,8 @@ def score_job(
         bad_rounds = [
             (r.id, r.parse_error)
             for r in s.scalars(
-                select(Round).where(Round.job_id == job_id, Round.status == RoundStatus.UNPARSEABLE.value)
+                select(Round)
+                .where(Round.job_id == job_id, Round.status == RoundStatus.UNPARSEABLE.value)
                 .order_by(Round.id)
             )
         ]
@@ -165,9 +183,16 @@ def score_job(
         if check is not None:
             rows += [_chain_reward(job_id, c, verdicts.get(c.id), check.name, scheme) for c in chains]
         rows += [
-            Reward(job_id=job_id, chain_id=None, round_id=rid, value=scheme.unparseable, correct=False,
-                   verifier=PARSE_VERIFIER, source="verifier",
-                   details={"kind": "round", "reason": f"unparseable plan: {err or 'no workflow'}"})
+            Reward(
+                job_id=job_id,
+                chain_id=None,
+                round_id=rid,
+                value=scheme.unparseable,
+                correct=False,
+                verifier=PARSE_VERIFIER,
+                source="verifier",
+                details={"kind": "round", "reason": f"unparseable plan: {err or 'no workflow'}"},
+            )
             for rid, err in bad_rounds
         ]
         s.add_all(rows)
@@ -202,8 +227,12 @@ def record_feedback(runtime: Runtime, job_id: str, value: Any, *, scheme: Reward
             correct=verdict.correct,
             verifier=FEEDBACK,
             source=FEEDBACK,
-            details={"reason": verdict.reason, "score": score, "feedback": verdict.details.get("feedback"),
-                     "answer": (job.answer or "")[-2000:]},
+            details={
+                "reason": verdict.reason,
+                "score": score,
+                "feedback": verdict.details.get("feedback"),
+                "answer": (job.answer or "")[-2000:],
+            },
         )
         s.add(row)
         s.flush()
@@ -212,8 +241,9 @@ def record_feedback(runtime: Runtime, job_id: str, value: Any, *, scheme: Reward
 
 # -- internals ---------------------------------------------------------------------------
 def _verifier_rewards(s: Any, job_id: str) -> list[Reward]:
-    rows = list(s.scalars(select(Reward).where(Reward.job_id == job_id, Reward.source == "verifier")
-                          .order_by(Reward.id)))
+    rows = list(
+        s.scalars(select(Reward).where(Reward.job_id == job_id, Reward.source == "verifier").order_by(Reward.id))
+    )
     for r in rows:
         s.expunge(r)
     return rows
@@ -244,16 +274,37 @@ def _snap(c: Chain) -> _ChainSnap:
 def _chain_reward(job_id: str, c: _ChainSnap, verdict: Verdict | None, verifier: str, scheme: RewardScheme) -> Reward:
     base = {"kind": "chain", "sample": c.sample}
     if verdict is not None:
-        return Reward(job_id=job_id, chain_id=c.id, round_id=c.last_round_id, value=scheme.value(verdict),
-                      correct=verdict.correct, verifier=verdict.verifier, source="verifier",
-                      details={**base, "reason": verdict.reason, "evidence": verdict.details, "score": verdict.score})
+        return Reward(
+            job_id=job_id,
+            chain_id=c.id,
+            round_id=c.last_round_id,
+            value=scheme.value(verdict),
+            correct=verdict.correct,
+            verifier=verdict.verifier,
+            source="verifier",
+            details={**base, "reason": verdict.reason, "evidence": verdict.details, "score": verdict.score},
+        )
     if not c.ever_parsed:
-        return Reward(job_id=job_id, chain_id=c.id, round_id=c.last_round_id, value=scheme.unparseable,
-                      correct=False, verifier=PARSE_VERIFIER, source="verifier",
-                      details={**base, "reason": f"no parseable workflow: {c.error or 'no answer'}"})
-    return Reward(job_id=job_id, chain_id=c.id, round_id=c.last_round_id, value=scheme.wrong, correct=False,
-                  verifier=verifier, source="verifier",
-                  details={**base, "reason": f"no answer: {c.error or c.status}", "failed": True})
+        return Reward(
+            job_id=job_id,
+            chain_id=c.id,
+            round_id=c.last_round_id,
+            value=scheme.unparseable,
+            correct=False,
+            verifier=PARSE_VERIFIER,
+            source="verifier",
+            details={**base, "reason": f"no parseable workflow: {c.error or 'no answer'}"},
+        )
+    return Reward(
+        job_id=job_id,
+        chain_id=c.id,
+        round_id=c.last_round_id,
+        value=scheme.wrong,
+        correct=False,
+        verifier=verifier,
+        source="verifier",
+        details={**base, "reason": f"no answer: {c.error or c.status}", "failed": True},
+    )
 
 
 def _pick_best(s: Any, job_id: str, rows: list[Reward], chains: list[_ChainSnap]) -> None:
@@ -263,9 +314,15 @@ def _pick_best(s: Any, job_id: str, rows: list[Reward], chains: list[_ChainSnap]
         return
     best = max(scored, key=lambda r: (r.value, -answers[r.chain_id][0]))
     moved = s.execute(
-        update(Job).where(Job.id == job_id, Job.answer_chain_id != best.chain_id)
+        update(Job)
+        .where(Job.id == job_id, Job.answer_chain_id != best.chain_id)
         .values(answer=answers[best.chain_id][1], answer_chain_id=best.chain_id)
     ).rowcount
     if moved:
-        log.info("job %s: best-of-%d answer is sample %d (reward %.2f)", job_id, len(chains),
-                 answers[best.chain_id][0], best.value)
+        log.info(
+            "job %s: best-of-%d answer is sample %d (reward %.2f)",
+            job_id,
+            len(chains),
+            answers[best.chain_id][0],
+            best.value,
+        )

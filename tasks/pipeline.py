@@ -9,7 +9,8 @@ from conductor.engine import Effects
 from conductor.errors import RateLimited
 from conductor.orchestrator import Orchestrator
 from conductor.runtime import Runtime
-from tasks.scoring import job_has_reference, register_scoring
+from reward_pipeline.rewards import unscored_jobs
+from tasks.scoring import enqueue_score, job_has_reference, register_scoring
 
 
 class Dispatcher:
@@ -40,26 +41,23 @@ def register(app: Celery, runtime: Runtime) -> None:
     register_scoring(app, runtime)
     orchestrator = Orchestrator(runtime)
 
-    def _orchestrator(_task: Task) -> Orchestrator:
-        return orchestrator
-
     @app.task(name="conductor.solve", bind=True, shared=False)
     def solve(self: Task, job_id: str) -> None:
-        dispatch(_orchestrator(self).start(job_id))
+        dispatch(orchestrator.start(job_id))
 
     @app.task(name="conductor.plan", bind=True, shared=False)
     def plan(self: Task, round_id: int) -> None:
-        dispatch(_orchestrator(self).plan_round(round_id, self.request.hostname or ""))
+        dispatch(orchestrator.plan_round(round_id, self.request.hostname or ""))
 
     @app.task(name="conductor.replan", bind=True, shared=False)
     def replan(self: Task, round_id: int) -> None:
         # Same work as plan: the round's kind tells the orchestrator which prompt to use.
-        dispatch(_orchestrator(self).plan_round(round_id, self.request.hostname or ""))
+        dispatch(orchestrator.plan_round(round_id, self.request.hostname or ""))
 
     @app.task(name="conductor.run_step", bind=True, shared=False)
     def run_step(self: Task, step_id: int) -> None:
         try:
-            dispatch(_orchestrator(self).run_step(step_id, self.request.hostname or ""))
+            dispatch(orchestrator.run_step(step_id, self.request.hostname or ""))
         except RateLimited as exc:
             # Free this worker slot instead of waiting: hand the step back and come back later.
             runtime.engine.release_step(step_id)
@@ -67,9 +65,12 @@ def register(app: Celery, runtime: Runtime) -> None:
 
     @app.task(name="conductor.finalize", bind=True, shared=False)
     def finalize(self: Task, job_id: str) -> None:
-        if _orchestrator(self).finalize(job_id) and job_has_reference(runtime, job_id):
-            app.send_task("conductor.score", args=[job_id], task_id=f"score-{job_id}")
+        if orchestrator.finalize(job_id) and job_has_reference(runtime, job_id):
+            enqueue_score(app, job_id)
 
     @app.task(name="conductor.reap", bind=True, shared=False)
     def reap(self: Task) -> None:
-        dispatch(_orchestrator(self).recover())
+        dispatch(orchestrator.recover())
+        # A score task lost between finalize's commit and its enqueue is re-sent from the store.
+        for job_id in unscored_jobs(runtime, older_than_s=runtime.settings.ready_grace_s):
+            enqueue_score(app, job_id)

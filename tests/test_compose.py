@@ -23,8 +23,15 @@ def _services() -> dict:
 def test_compose_file_passes_docker_compose_config():
     # A bare environment: the file must not depend on variables the operator has not set.
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
-    result = subprocess.run(["docker-compose", "-f", str(COMPOSE), "config", "-q"], cwd=REPO, env=env,
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        ["docker-compose", "-f", str(COMPOSE), "config", "-q"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
 
 

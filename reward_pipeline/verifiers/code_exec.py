@@ -73,7 +73,7 @@ def _prompt_code(problem: Problem, entry: str) -> str | None:
     for cand in (problem.metadata.get("prompt"), problem.question):
         if not isinstance(cand, str) or not cand.strip():
             continue
-        for code in [cand] + [m["body"] for m in _FENCE_RE.finditer(cand)][::-1]:
+        for code in [cand, *[m["body"] for m in _FENCE_RE.finditer(cand)][::-1]]:
             if _defines(code, entry) and _parses(code):
                 return code
     return None

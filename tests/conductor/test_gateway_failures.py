@@ -167,8 +167,9 @@ def test_models_check_reports_each_model_and_fails_if_any_did(tmp_path):
     try:
         pool_file = tmp_path / "pool.yaml"
         pool_file.write_text(yaml.safe_dump(scripted_pool(server.base_url, retries=3).model_dump(exclude_none=True)))
-        result = CliRunner().invoke(app, ["models", "check", "--pool", str(pool_file), "--timeout", "5"],
-                                    env={"CONDUCTOR_HOME": str(tmp_path)})
+        result = CliRunner().invoke(
+            app, ["models", "check", "--pool", str(pool_file), "--timeout", "5"], env={"CONDUCTOR_HOME": str(tmp_path)}
+        )
     finally:
         server.stop()
 

@@ -117,6 +117,7 @@ def test_conductor_calls_ask_for_token_ids_and_worker_calls_do_not(scripted, tmp
     assert "logprobs" not in worker_body and "return_token_ids" not in worker_body
     assert c.token_ids and len(c.token_ids) == len(c.logprobs)
     assert c.prompt_token_ids is None  # this server sends none: nothing is made up
+    assert c.policy_version == "scripted-v0"
 
 
 # -- the local backend ------------------------------------------------------------------------

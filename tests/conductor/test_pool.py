@@ -97,8 +97,9 @@ def test_models_list_shows_the_pool_as_the_conductor_sees_it(tmp_path):
 
     from conductor.cli import app
 
-    result = CliRunner().invoke(app, ["models", "list", "--pool", "frontier.yaml"],
-                                env={"CONDUCTOR_HOME": str(tmp_path)})
+    result = CliRunner().invoke(
+        app, ["models", "list", "--pool", "frontier.yaml"], env={"CONDUCTOR_HOME": str(tmp_path)}
+    )
 
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()

@@ -65,8 +65,18 @@ def test_eval_writes_table_json_and_plots_and_a_rerun_only_runs_new_pairs(tmp_pa
         monkeypatch.setenv("CONDUCTOR_HOME", str(home))
         monkeypatch.setenv("CONDUCTOR_RECURSION", "false")
         runner = CliRunner()
-        args = ["eval", "--benchmark", str(problems), "--methods", METHODS, "--out", str(out), "--pool",
-                str(pool_file), "--no-progress"]
+        args = [
+            "eval",
+            "--benchmark",
+            str(problems),
+            "--methods",
+            METHODS,
+            "--out",
+            str(out),
+            "--pool",
+            str(pool_file),
+            "--no-progress",
+        ]
 
         first = runner.invoke(cli, [*args, "--limit", "2"])
         assert first.exit_code == 0, first.output
@@ -125,7 +135,10 @@ def test_method_specs_become_job_options() -> None:
     bon = parse_method("best-of-n:alpha:4", pool)
     assert bon.vote and bon.job_args(p)["samples"] == 4
     assert [m.label for m in parse_methods("conductor, moa,conductor,best-of-n", pool)] == [
-        "conductor", "moa", "best-of-n:alpha:5"]
+        "conductor",
+        "moa",
+        "best-of-n:alpha:5",
+    ]
     for bad in ("single", "single:gamma", "best-of-n:alpha:0", "nope", "router:x"):
         with pytest.raises(InputError):
             parse_method(bad, pool)
@@ -136,13 +149,20 @@ def test_majority_vote_uses_the_verifiers_extraction() -> None:
         return Reward(value=0.5, correct=False, verifier="number", details={"evidence": {"extracted": extracted}})
 
     p = Problem(question="Q", answer="5")
-    samples = [(0, "it is 4", reward("4")), (1, "maybe 5", reward("5")), (2, "so 5", reward("5")),
-               (3, "?", reward(None))]
+    samples = [
+        (0, "it is 4", reward("4")),
+        (1, "maybe 5", reward("5")),
+        (2, "so 5", reward("5")),
+        (3, "?", reward(None)),
+    ]
     assert majority_vote(samples, p) == (1, {"4": 1, "5": 2})
     assert majority_vote([(0, "a", reward("4")), (1, "b", reward("3"))], p)[0] == 0  # tie: first seen
     code = Problem(question="f", tests="assert f() == 1", entry_point="f")
-    answers = [(0, "```python\ndef f():\n    return 2\n```", None), (1, "def f():\n    return 1", None),
-               (2, "```python\ndef f():  \n    return 1\n```", None)]
+    answers = [
+        (0, "```python\ndef f():\n    return 2\n```", None),
+        (1, "def f():\n    return 1", None),
+        (2, "```python\ndef f():  \n    return 1\n```", None),
+    ]
     assert majority_vote(answers, code)[0] == 1
 
 
@@ -179,24 +199,36 @@ def _reference_answer(problem: Problem, raw: dict) -> str:
     return f"Working through it... the final answer is \\boxed{{{problem.answer}}}"
 
 
-@pytest.mark.parametrize(("name", "n"), [("gsm8k_test.jsonl", 20), ("math500_test.jsonl", 12),
-                                         ("mmlu_test.jsonl.gz", 20), ("HumanEval.jsonl.gz", 4),
-                                         ("mbpp_sanitized.json", 4)])
+@pytest.mark.parametrize(
+    ("name", "n"),
+    [
+        ("gsm8k_test.jsonl", 20),
+        ("math500_test.jsonl", 12),
+        ("mmlu_test.jsonl.gz", 20),
+        ("HumanEval.jsonl.gz", 4),
+        ("mbpp_sanitized.json", 4),
+    ],
+)
 def test_verify_scores_reference_answers_100_percent_and_shuffled_ones_low(tmp_path, name, n):
     path = _subset(name, tmp_path, n)
-    raw_rows = json.loads(path.read_text()) if name.endswith(".json") else [
-        json.loads(x) for x in path.read_text().splitlines()]
+    raw_rows = (
+        json.loads(path.read_text())
+        if name.endswith(".json")
+        else [json.loads(x) for x in path.read_text().splitlines()]
+    )
     problems = [p for _, p in read_problems(path)]
     assert len(problems) == n and all(isinstance(p, Problem) for p in problems)
     answers = [_reference_answer(p, raw) for p, raw in zip(problems, raw_rows, strict=True)]
     right = tmp_path / "right.jsonl"
-    right.write_text("".join(json.dumps({"id": p.id, "answer": a}) + "\n" for p, a in zip(problems, answers)))
+    right.write_text("".join(json.dumps({"id": p.id, "answer": a}) + "\n" for p, a in zip(problems, answers, strict=False)))
     shuffled = tmp_path / "shuffled.jsonl"
     rotated = answers[1:] + answers[:1]
-    shuffled.write_text("".join(json.dumps({"id": p.id, "answer": a}) + "\n" for p, a in zip(problems, rotated)))
+    shuffled.write_text("".join(json.dumps({"id": p.id, "answer": a}) + "\n" for p, a in zip(problems, rotated, strict=False)))
     runner = CliRunner()
 
-    good = runner.invoke(cli, ["verify", "--file", str(path), "--answers", str(right), "--out", str(tmp_path / "v.jsonl")])
+    good = runner.invoke(
+        cli, ["verify", "--file", str(path), "--answers", str(right), "--out", str(tmp_path / "v.jsonl")]
+    )
     assert good.exit_code == 0, good.output
     assert f"accuracy: {n}/{n} = 100.0%" in good.stdout
     verdicts = [json.loads(x) for x in (tmp_path / "v.jsonl").read_text().splitlines()]
@@ -225,14 +257,35 @@ def test_eval_with_the_local_smollm2_pool(tmp_path, monkeypatch):
         w["max_tokens"] = 48
     pool_file = tmp_path / "pool.yaml"
     pool_file.write_text(yaml.safe_dump(pool))
-    for key, value in {"HOME": home, "RECURSION": "false", "MAX_ROUNDS": "1", "PLAN_RETRIES": "0",
-                       "FALLBACK_WORKER": "smol-precise", "MAX_STEPS": "2", "DATA_DIR": DATA}.items():
+    for key, value in {
+        "HOME": home,
+        "RECURSION": "false",
+        "MAX_ROUNDS": "1",
+        "PLAN_RETRIES": "0",
+        "FALLBACK_WORKER": "smol-precise",
+        "MAX_STEPS": "2",
+        "DATA_DIR": DATA,
+    }.items():
         monkeypatch.setenv(f"CONDUCTOR_{key}", str(value))
     out = tmp_path / "eval"
     started = time.monotonic()
-    result = CliRunner().invoke(cli, ["eval", "--benchmark", "gsm8k,mmlu,humaneval", "--limit", "2", "--methods",
-                                      "conductor,single:smol-precise,moa", "--out", str(out), "--pool",
-                                      str(pool_file), "--no-progress"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            "--benchmark",
+            "gsm8k,mmlu,humaneval",
+            "--limit",
+            "2",
+            "--methods",
+            "conductor,single:smol-precise,moa",
+            "--out",
+            str(out),
+            "--pool",
+            str(pool_file),
+            "--no-progress",
+        ],
+    )
     elapsed = time.monotonic() - started
     print(f"\nreal-model eval took {elapsed:.0f}s\n{result.stdout}")
     assert result.exit_code == 0, result.output

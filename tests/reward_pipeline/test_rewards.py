@@ -71,8 +71,11 @@ def wait_scored(runtime, job_id: str, timeout: float = 30.0) -> list[Reward]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with runtime.sessions() as s:
-            rows = list(s.scalars(select(Reward).where(Reward.job_id == job_id, Reward.source == "verifier")
-                                  .order_by(Reward.id)))
+            rows = list(
+                s.scalars(
+                    select(Reward).where(Reward.job_id == job_id, Reward.source == "verifier").order_by(Reward.id)
+                )
+            )
         if rows:
             return rows
         time.sleep(0.1)

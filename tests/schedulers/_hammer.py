@@ -22,19 +22,27 @@ CONCURRENCY = 2
 RPS = 5
 
 
-def limited_pool(base_url: str, *, providers: dict | None = None, alpha_limits: dict | None = None,
-                 timeout_s: float = 10.0) -> Pool:
+def limited_pool(
+    base_url: str, *, providers: dict | None = None, alpha_limits: dict | None = None, timeout_s: float = 10.0
+) -> Pool:
     """The scripted pool with limits: by default the `openai` provider capped as in these tests."""
     common = {"api_base": base_url, "retries": 0, "timeout_s": timeout_s}
-    return Pool.model_validate({
-        "conductor": {"model": "openai/scripted-conductor", **common, "policy_version": "scripted-v0"},
-        "workers": [
-            {"name": "alpha", "model": "openai/scripted-worker-alpha", "description": "fast generalist",
-             "limits": alpha_limits or {}, **common},
-            {"name": "beta", "model": "openai/scripted-worker-beta", "description": "careful checker", **common},
-        ],
-        "providers": {"openai": {"concurrency": CONCURRENCY, "rps": RPS}} if providers is None else providers,
-    })
+    return Pool.model_validate(
+        {
+            "conductor": {"model": "openai/scripted-conductor", **common, "policy_version": "scripted-v0"},
+            "workers": [
+                {
+                    "name": "alpha",
+                    "model": "openai/scripted-worker-alpha",
+                    "description": "fast generalist",
+                    "limits": alpha_limits or {},
+                    **common,
+                },
+                {"name": "beta", "model": "openai/scripted-worker-beta", "description": "careful checker", **common},
+            ],
+            "providers": {"openai": {"concurrency": CONCURRENCY, "rps": RPS}} if providers is None else providers,
+        }
+    )
 
 
 class RecordingLimiter:

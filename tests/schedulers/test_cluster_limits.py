@@ -43,7 +43,10 @@ def test_rate_and_concurrency_hold_across_two_processes(redis_db):
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.schedulers._hammer", redis_db, server.base_url, str(THREADS), str(CALLS)],
-            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for _ in range(2)
     ]
@@ -67,7 +70,8 @@ def test_rate_and_concurrency_hold_across_two_processes(redis_db):
 
     timeline = [(round(c.started - calls[0].started, 3), round(c.ended - calls[0].started, 3)) for c in calls]
     assert _max_overlap([(c.started, c.ended) for c in calls]) == CONCURRENCY, (
-        f"the cap must hold across processes (and be reached): {timeline}")
+        f"the cap must hold across processes (and be reached): {timeline}"
+    )
     admitted = a + b
     # Admission is exact (the moving window); arrival at the server adds client-side jitter.
     assert _max_in_any_window(admitted, 0.95) <= RPS, sorted(admitted)

@@ -195,8 +195,9 @@ with limiter.slot(pool.workers[0], estimated_tokens=1):
 
 
 def test_a_killed_process_cannot_keep_its_slot_past_the_lease(redis_db):
-    proc = subprocess.Popen([sys.executable, "-c", _HOLD_AND_HANG, redis_db], cwd=REPO, stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_AND_HANG, redis_db], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "held"
         proc.kill()  # SIGKILL: no finally, no release

@@ -68,8 +68,14 @@ def test_a_failed_verification_is_retried_then_scored(tmp_path, monkeypatch):
 
     server = ScriptedLLMServer(script).start()
     try:
-        judge = {"name": "judge", "model": "openai/scripted-judge", "description": "grades answers",
-                 "api_base": server.base_url, "retries": 0, "timeout_s": 10.0}
+        judge = {
+            "name": "judge",
+            "model": "openai/scripted-judge",
+            "description": "grades answers",
+            "api_base": server.base_url,
+            "retries": 0,
+            "timeout_s": 10.0,
+        }
         pool = scripted_pool(server.base_url, extra_workers=[judge])
         with embedded_system(tmp_path, pool, recursion=False) as sys:
             job_id, _ = sys.service.submit(Problem(question="Write a haiku [say:autumn moon]", rubric="a haiku"))
@@ -111,3 +117,40 @@ def test_status_traces_export_and_feedback_commands_show_the_rewards(tmp_path: P
     assert bad.exit_code == 3
     again = json.loads(runner.invoke(cli, ["status", job_id]).stdout)
     assert [r["source"] for r in again["rewards"]].count("feedback") == 1
+
+
+def test_the_reaper_resends_a_score_task_that_was_lost(tmp_path):
+    """A finished job with a reference and no reward (its score message lost) gets scored by reap."""
+    import time
+
+    from reward_pipeline.rewards import unscored_jobs
+    from tests.conftest import default_script
+    from tests.support.pools import scripted_pool
+    from tests.support.scripted_llm import ScriptedLLMServer
+    from tests.support.system import embedded_system
+
+    server = ScriptedLLMServer(default_script()).start()
+    try:
+        with embedded_system(tmp_path, scripted_pool(server.base_url), recursion=False, ready_grace_s=0.1) as sys:
+            job_id, _ = sys.service.submit(Problem(question="[wf:single] 2+2?", answer="4"))
+            sys.service.wait([job_id], timeout=30)
+            deadline = time.monotonic() + 20
+            while not sys.service.job(job_id)["rewards"] and time.monotonic() < deadline:
+                time.sleep(0.1)
+            # Simulate the lost message: drop the rewards the score task wrote.
+            from sqlalchemy import delete
+
+            from conductor.store.models import Reward
+
+            with sys.runtime.sessions.begin() as s:
+                s.execute(delete(Reward).where(Reward.job_id == job_id))
+            time.sleep(0.2)
+            assert unscored_jobs(sys.runtime, older_than_s=0.1) == [job_id]
+            sys.app.send_task("conductor.reap")
+            deadline = time.monotonic() + 20
+            while not sys.service.job(job_id)["rewards"] and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert sys.service.job(job_id)["rewards"], "reap should have re-sent the score task"
+            assert unscored_jobs(sys.runtime, older_than_s=0.1) == []
+    finally:
+        server.stop()

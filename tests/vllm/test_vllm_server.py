@@ -115,7 +115,7 @@ def test_loading_a_missing_adapter_raises_a_clear_error(server, tmp_path):
 def test_start_reports_log_tail_when_the_process_dies(tmp_path, model_path):
     # The test venv's python has no vllm, so the server dies at import: start() must say why.
     srv = VllmServer(model_path, served_name="x", python=sys.executable, log_path=tmp_path / "log")
-    with pytest.raises(VllmServerError, match="(?s)exited with code .*vllm"):
+    with pytest.raises(VllmServerError, match=r"(?s)exited with code .*vllm"):
         srv.start(timeout=60)
     assert not srv.running
 
