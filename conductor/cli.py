@@ -40,12 +40,19 @@ def solve(
     answer: str | None = typer.Option(None, help="Reference answer, if known (enables scoring)."),
     samples: int | None = typer.Option(None, help="Workflows to sample for this problem (G)."),
     timeout: float = typer.Option(1800, help="Seconds to wait for the result."),
+    budget_tokens: int | None = typer.Option(None, help="Stop the job (budget_exceeded) past this many tokens."),
+    budget_usd: float | None = typer.Option(None, help="Stop the job (budget_exceeded) past this cost."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole job as JSON."),
 ) -> None:
     """Run one problem through the pipeline and print the result."""
     with errors_to_exit_codes(), running_system(load_settings()) as sysm:
         started = time.monotonic()
-        job_id, _ = sysm.service.submit(Problem(question=question, answer=answer), samples=samples)
+        job_id, _ = sysm.service.submit(
+            Problem(question=question, answer=answer),
+            samples=samples,
+            budget_tokens=budget_tokens,
+            budget_usd=budget_usd,
+        )
         sysm.service.wait([job_id], timeout=timeout)
         view = sysm.service.job(job_id)
         if as_json:
@@ -69,13 +76,17 @@ def run(
     limit: int | None = typer.Option(None, help="Only the first N problems."),
     samples: int | None = typer.Option(None, help="Workflows sampled per problem (G)."),
     timeout: float | None = typer.Option(None, help="Give up following after this many seconds."),
+    budget_tokens: int | None = typer.Option(None, help="Per-job token budget."),
+    budget_usd: float | None = typer.Option(None, help="Per-job cost budget (USD)."),
     show_workflows: bool = typer.Option(False, help="Print each problem's workflow to stderr as it finishes."),
 ) -> None:
     """Submit a batch and follow it to the end with a progress bar; one JSON result line per problem."""
     from tqdm import tqdm
 
     with errors_to_exit_codes(), running_system(load_settings()) as sysm:
-        report = sysm.service.submit_batch(file, format=format, samples=samples, limit=limit)
+        report = sysm.service.submit_batch(
+            file, format=format, samples=samples, limit=limit, budget_tokens=budget_tokens, budget_usd=budget_usd
+        )
         for bad in report.rejected:
             typer.echo(f"line {bad['line']}: rejected: {bad['error']}", err=True)
         bar = tqdm(total=len(report.job_ids), desc=f"batch {report.batch_id[:8]}", unit="job", file=sys.stderr)
@@ -91,13 +102,21 @@ def run(
                 sink.write(json.dumps(line) + "\n")
                 if show_workflows:
                     view = sysm.service.job(line["job_id"])
-                    typer.echo(f"[{line['id']}] {line['status']}: {str(line['answer'])[:120]!r}", err=True)
+                    typer.echo(
+                        f"[{line['id']}] {line['status']} in {line['seconds']}s, {line['tokens']} tokens: "
+                        f"{str(line['answer'])[:160]!r}",
+                        err=True,
+                    )
                     typer.echo("\n".join(_workflow_lines(view)), err=True)
         finally:
             if out:
                 sink.close()
-        if report.rejected:
-            typer.echo(f"{len(report.rejected)} line(s) rejected, {len(report.job_ids)} run", err=True)
+        usage = sysm.service.usage(batch_id=report.batch_id)
+        typer.echo(
+            f"batch {report.batch_id}: {usage['by_status']}, {usage['prompt_tokens'] + usage['completion_tokens']} "
+            f"tokens, ${usage['cost_usd']:.6f}, {len(report.rejected)} line(s) rejected",
+            err=True,
+        )
 
 
 @app.command()
@@ -105,6 +124,16 @@ def status(job_id: str = typer.Argument(..., help="Job id.")) -> None:
     """Show a job with its rounds, steps and rewards."""
     with errors_to_exit_codes(), running_system(load_settings(), needs_worker=False) as sysm:
         echo_json(sysm.service.job(job_id))
+
+
+@app.command()
+def usage(
+    batch: str | None = typer.Option(None, help="Only this batch."),
+    tenant: str | None = typer.Option(None, help="Only this tenant."),
+) -> None:
+    """Jobs, tokens, model calls and cost, summed over a batch, a tenant, or everything."""
+    with errors_to_exit_codes(), running_system(load_settings(), needs_worker=False) as sysm:
+        echo_json(sysm.service.usage(batch_id=batch, tenant_id=tenant))
 
 
 @traces_app.command("export")

@@ -75,7 +75,10 @@ class Service:
         tenant_id: str | None = None,
         limit: int | None = None,
         options: dict[str, Any] | None = None,
+        budget_tokens: int | None = None,
+        budget_usd: float | None = None,
     ) -> BatchReport:
+        """Submit every valid problem of a file; malformed lines are reported by number, not fatal."""
         batch = Batch(id=new_id(), tenant_id=tenant_id, source=str(path))
         report = BatchReport(batch_id=batch.id)
         jobs: list[Job] = []
@@ -86,7 +89,7 @@ class Service:
             if limit is not None and len(jobs) >= limit:
                 break
             job = self._new_job(item, samples, tenant_id, batch.id, line, None, 5, None)
-            job.options = options or {}
+            job.options, job.budget_tokens, job.budget_usd = options or {}, budget_tokens, budget_usd
             jobs.append(job)
         batch.total, batch.rejected = len(jobs), report.rejected
         with self.rt.sessions.begin() as s:
@@ -176,7 +179,35 @@ class Service:
                 yield result_line(job)
 
     # -- traces ---------------------------------------------------------------------------
-    def export_traces(self, out: Path, *, since: str | None = None) -> int:
+    def usage(self, *, batch_id: str | None = None, tenant_id: str | None = None) -> dict[str, Any]:
+        """Jobs, tokens and cost summed over a batch, a tenant, or everything."""
+        q = select(
+            Job.status,
+            func.count(),
+            func.coalesce(func.sum(Job.prompt_tokens), 0),
+            func.coalesce(func.sum(Job.completion_tokens), 0),
+            func.coalesce(func.sum(Job.cost_usd), 0.0),
+            func.coalesce(func.sum(Job.model_calls), 0),
+        ).group_by(Job.status)
+        if batch_id is not None:
+            q = q.where(Job.batch_id == batch_id)
+        if tenant_id is not None:
+            q = q.where(Job.tenant_id == tenant_id)
+        with self.rt.sessions() as s:
+            rows = s.execute(q).all()
+        by_status = {status: n for status, n, *_ in rows}
+        return {
+            "batch_id": batch_id,
+            "tenant_id": tenant_id,
+            "jobs": sum(by_status.values()),
+            "by_status": by_status,
+            "prompt_tokens": int(sum(r[2] for r in rows)),
+            "completion_tokens": int(sum(r[3] for r in rows)),
+            "cost_usd": float(sum(r[4] for r in rows)),
+            "model_calls": int(sum(r[5] for r in rows)),
+        }
+
+    def export_traces(self, out: Path) -> int:
         """One JSONL line per Conductor round with everything a GRPO trainer needs."""
         count = 0
         with self.rt.sessions() as s, out.open("w") as fh:
@@ -208,6 +239,9 @@ def result_line(job: Job) -> dict[str, Any]:
         "rounds": len(rounds),
         "tokens": job.prompt_tokens + job.completion_tokens,
         "cost": round(job.cost_usd, 8),
+        "seconds": round((job.finished_at - job.created_at).total_seconds(), 3)
+        if job.finished_at and job.created_at
+        else None,
         "error": job.error,
     }
 

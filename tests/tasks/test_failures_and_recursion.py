@@ -167,7 +167,10 @@ def test_a_batch_reports_malformed_lines_and_runs_the_rest(tmp_path):
             report = sys.service.submit_batch(batch)
             sys.service.wait(report.job_ids, timeout=60)
             lines = list(sys.service.result_lines(report.job_ids))
+            usage = sys.service.usage(batch_id=report.batch_id)
     finally:
         server.stop()
     assert [r["line"] for r in report.rejected] == [2, 3]
     assert [(x["id"], x["status"]) for x in lines] == [("a", "done"), ("d", "done")]
+    assert usage["jobs"] == 2 and usage["by_status"] == {"done": 2}
+    assert usage["prompt_tokens"] + usage["completion_tokens"] == sum(x["tokens"] for x in lines) > 0

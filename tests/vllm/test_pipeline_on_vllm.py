@@ -20,42 +20,18 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from conductor.inputs import read_problems
-from conductor.local_model import pull_default_model
 from conductor.pool import Pool
 from conductor.problem import Problem
-from conductor.vllm_server import VllmServer, default_python, list_models, load_lora_adapter, unload_lora_adapter
-from tests.conftest import DATA, MODEL_HOME
+from conductor.vllm_server import VllmServer, list_models, load_lora_adapter, unload_lora_adapter
+from tests.conftest import DATA
 from tests.support.system import System, embedded_system
 
 # Fixture set-up (server start, about 30-60 s on 2 cores) counts against the per-test timeout.
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(600)]
 
-SERVED = "smol-base"
+SERVED = "smol-base"  # as served by tests/vllm/conftest.py
 ADAPTER = "conductor-policy-1"
 GSM8K = DATA / "gsm8k_test.jsonl"
-
-
-@pytest.fixture(scope="module")
-def model_path() -> Path:
-    return pull_default_model(MODEL_HOME)
-
-
-@pytest.fixture(scope="module")
-def server(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    if not default_python().exists():
-        pytest.skip(f"vLLM venv missing ({default_python()}); run scripts/setup_vllm_venv.sh")
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    srv = VllmServer(model_path, served_name=SERVED, max_model_len=2048, log_path=log)
-    srv.start(timeout=240)
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def tokenizer(model_path: Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(model_path)
 
 
 def vllm_pool(base_url: str) -> Pool:

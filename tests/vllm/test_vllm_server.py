@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from conductor.local_model import pull_default_model
 from conductor.vllm_server import (
     TOKEN_ID_EXTRA_BODY,
     VllmServer,
     VllmServerError,
     completion_token_ids_and_logprobs,
-    default_python,
     list_models,
     load_lora_adapter,
     unload_lora_adapter,
@@ -30,31 +27,8 @@ from conductor.vllm_server import (
 pytestmark = pytest.mark.vllm
 
 MODEL_HOME = Path(os.environ.get("CONDUCTOR_TEST_MODEL_HOME", Path(__file__).resolve().parents[2] / ".conductor"))
-SERVED = "smol-base"
+SERVED = "smol-base"  # as served by tests/vllm/conftest.py
 MESSAGES = [{"role": "user", "content": "Name three colours of the rainbow."}]
-
-
-@pytest.fixture(scope="module")
-def model_path() -> Path:
-    return pull_default_model(MODEL_HOME)
-
-
-@pytest.fixture(scope="module")
-def server(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    if not default_python().exists():
-        pytest.skip(f"vLLM venv missing ({default_python()}); run scripts/setup_vllm_venv.sh")
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    srv = VllmServer(model_path, served_name=SERVED, max_model_len=2048, log_path=log)
-    srv.start(timeout=240)
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def tokenizer(model_path: Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(model_path)
 
 
 def _chat(server: VllmServer, model: str, max_tokens: int = 24):
