@@ -44,8 +44,7 @@ class Runtime:
         """Cluster-wide limits when the pool declares any and a Redis is at hand (else none)."""
         from schedulers.limits import RedisLimiter, has_limits
 
-        broker = self.settings.broker_url
-        url = self.settings.redis_url or (broker if broker.startswith(("redis://", "rediss://")) else None)
+        url = self.settings.cluster_redis_url
         return RedisLimiter(url, self.pool) if url and has_limits(self.pool) else None
 
     @cached_property

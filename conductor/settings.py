@@ -18,7 +18,7 @@ class Settings(BaseSettings):
     database_url: str | None = Field(None, description="SQLAlchemy URL; default: SQLite file in `home`.")
     broker_url: str = Field("memory://", description="Celery broker; memory:// runs an in-process worker.")
     redis_url: str | None = Field(
-        None, description="Redis for cluster-wide rate limits; default: the broker when it is redis://, else none."
+        None, description="Redis for cluster-wide limits and the beat lock; default: the broker when it is redis://."
     )
     pool_file: Path | None = Field(None, description="Worker pool YAML; default: the bundled local CPU pool.")
 
@@ -63,6 +63,13 @@ class Settings(BaseSettings):
     @property
     def model_cache(self) -> Path:
         return self.home
+
+    @property
+    def cluster_redis_url(self) -> str | None:
+        """The Redis that coordinates processes (limits, the beat lock): explicit, else a redis:// broker."""
+        if self.redis_url:
+            return self.redis_url
+        return self.broker_url if self.broker_url.startswith(("redis://", "rediss://")) else None
 
     @property
     def embedded(self) -> bool:

@@ -29,3 +29,7 @@ def concurrency(scope: str) -> str:
 def rate_identifiers(scope: str, kind: str) -> tuple[str, str]:
     """Identifiers passed to a `limits` strategy for one window (kind: requests or tokens)."""
     return scope, kind
+
+
+#: Held by the one running `conductor beat`; a second beat refuses to start while it exists.
+BEAT_LOCK = f"{PREFIX}:beat:lock"

@@ -1,0 +1,84 @@
+"""The engine's transitions on both stores: a join step is released exactly once, whatever the race."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from conductor.engine import Engine
+from conductor.problem import Problem
+from conductor.runtime import Runtime
+from conductor.service import Service
+from conductor.settings import Settings
+from tests.support.pools import scripted_pool
+
+FANOUT = "```python\nmodel_id = [0, 1, 0]\nsubtasks = ['a', 'b', 'join']\naccess_list = [[], [], [0, 1]]\n```"
+
+
+class NoQueue:
+    """Submit without a broker: these tests drive the engine by hand."""
+
+    def submit(self, job_ids: list[str]) -> None:
+        pass
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def runtime(request, tmp_path) -> Runtime:
+    url = None if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    settings = Settings(home=tmp_path, database_url=url, recursion=False)
+    runtime = Runtime(settings, pool=scripted_pool("http://127.0.0.1:9/v1"))
+    runtime.migrate()
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
+def engine(runtime: Runtime) -> Engine:
+    return runtime.engine
+
+
+def _planned_fanout(engine: Engine, runtime: Runtime) -> tuple[str, list[int]]:
+    job_id, _ = Service(runtime, NoQueue()).submit(Problem(question="q"))
+    (round_id,) = engine.start_job(job_id).plans
+    assert engine.claim_round(round_id) is not None
+    roots = engine.record_plan(round_id, messages=[], text=FANOUT, token_ids=[1], logprobs=[-0.1], model="m").steps
+    return job_id, roots
+
+
+def test_parents_finishing_at_the_same_moment_release_the_join_exactly_once(engine, runtime):
+    for _ in range(5):
+        _, roots = _planned_fanout(engine, runtime)
+        assert len(roots) == 2
+        for sid in roots:
+            assert engine.claim_step(sid) is not None
+        barrier = threading.Barrier(2)
+        released: list[list[int]] = []
+
+        def finish(sid: int, barrier: threading.Barrier, released: list[list[int]]) -> None:
+            barrier.wait()
+            released.append(engine.complete_step(sid, f"out {sid}").steps)
+
+        threads = [threading.Thread(target=finish, args=(sid, barrier, released)) for sid in roots]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(len(r) for r in released) == [0, 1], f"the join must be released once: {released}"
+
+
+def test_a_step_completed_twice_records_its_first_output_and_releases_nothing_more(engine, runtime):
+    job_id, roots = _planned_fanout(engine, runtime)
+    for sid in roots:
+        engine.claim_step(sid)
+    engine.complete_step(roots[0], "first")
+    again = engine.complete_step(roots[0], "second")
+    assert not again
+    join = engine.complete_step(roots[1], "b").steps
+    assert len(join) == 1
+    task = engine.claim_step(join[0])
+    assert task is not None and task.context == [("a", "first"), ("b", "b")]
+    assert engine.claim_step(join[0]) is None, "a claimed step cannot be claimed twice under its lease"
+    finalize = engine.complete_step(join[0], "joined").finalize
+    assert finalize == [job_id]
+    assert engine.finalize(job_id) and not engine.finalize(job_id)
