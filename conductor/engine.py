@@ -8,13 +8,12 @@ guarded `UPDATE ... WHERE status = ...` statements: a duplicate delivery changes
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from conductor.effects import AnswerChooser, Effects, RoundTask, StepTask, first_done
 from conductor.errors import PlanParseError
 from conductor.parser import parse_workflow
 from conductor.pool import Pool
@@ -29,66 +28,6 @@ BUDGET_MARK = "budget exhausted"
 
 def now() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass
-class Effects:
-    """Tasks to enqueue once the transaction that produced them has committed."""
-
-    solve: list[str] = field(default_factory=list)
-    plans: list[int] = field(default_factory=list)
-    replans: list[int] = field(default_factory=list)
-    steps: list[int] = field(default_factory=list)
-    finalize: list[str] = field(default_factory=list)
-
-    def merge(self, other: Effects) -> Effects:
-        self.solve += other.solve
-        self.plans += other.plans
-        self.replans += other.replans
-        self.steps += other.steps
-        self.finalize += other.finalize
-        return self
-
-    def __bool__(self) -> bool:
-        return bool(self.solve or self.plans or self.replans or self.steps or self.finalize)
-
-
-@dataclass(frozen=True)
-class RoundTask:
-    """What a plan/replan task needs to call the Conductor."""
-
-    round_id: int
-    job_id: str
-    kind: RoundKind
-    max_steps: int
-    question: str
-    previous: Workflow | None
-    previous_answer: str | None
-
-
-@dataclass(frozen=True)
-class StepTask:
-    """What a run_step task needs to call a worker."""
-
-    step_id: int
-    job_id: str
-    worker_index: int
-    worker_name: str
-    subtask: str
-    context: list[tuple[str, str]]
-    depth: int
-
-    @property
-    def nested_question(self) -> str:
-        parts = [f"Earlier work:\n{s}\n---\n{o}" for s, o in self.context]
-        return "\n\n".join([*parts, self.subtask])
-
-
-AnswerChooser = Callable[[list[Chain]], Chain]
-
-
-def first_done(chains: list[Chain]) -> Chain:
-    return next(c for c in chains if c.status == ChainStatus.DONE.value)
 
 
 class Engine:

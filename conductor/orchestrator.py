@@ -5,7 +5,7 @@ No Celery here: tasks call these methods and enqueue the `Effects` they return.
 
 from __future__ import annotations
 
-from conductor.engine import Effects, first_done
+from conductor.effects import Effects, first_done
 from conductor.errors import RateLimited, WorkerCallError
 from conductor.prompt import build_plan_messages, build_replan_messages, build_step_messages
 from conductor.runtime import Runtime

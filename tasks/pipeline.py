@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from celery import Celery, Task
 
-from conductor.engine import Effects
+from conductor.effects import Effects
 from conductor.errors import RateLimited
 from conductor.orchestrator import Orchestrator
 from conductor.runtime import Runtime
