@@ -41,7 +41,7 @@ vllm-venv:
 	scripts/setup_vllm_venv.sh
 
 test-vllm: model vllm-venv
-	CONDUCTOR_REQUIRE_VLLM=1 $(BIN)/python -m pytest -m vllm -q
+	CONDUCTOR_TEST_REQUIRE_VLLM=1 $(BIN)/python -m pytest -m vllm -q
 
 lint: setup
 	$(BIN)/ruff check conductor tasks reward_pipeline schedulers tests benchmarks

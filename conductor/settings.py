@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+ENV_PREFIX = "CONDUCTOR_"
+#: Variables with our prefix that are not settings: read by standalone tools (eval data, sandbox).
+READ_ELSEWHERE = frozenset({"CONDUCTOR_DATA_DIR", "CONDUCTOR_SANDBOX_PYTHON"})
+
 
 class Settings(BaseSettings):
     """Every knob of the system. Unknown CONDUCTOR_* variables are rejected, not ignored."""
 
-    model_config = SettingsConfigDict(env_prefix="CONDUCTOR_", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
     home: Path = Field(Path(".conductor"), description="Directory for the embedded database, model cache and logs.")
     database_url: str | None = Field(None, description="SQLAlchemy URL; default: SQLite file in `home`.")
@@ -35,8 +40,8 @@ class Settings(BaseSettings):
         "`fallback_worker`; neither fails the chain.",
     )
 
-    step_lease_s: float = Field(600.0, gt=0, description="A claimed step or plan not finished by then is re-run.")
-    task_time_limit_s: float = Field(900.0, gt=0, description="Hard time limit of every task.")
+    step_lease_s: float = Field(660.0, gt=0, description="A claimed step or plan not finished by then is re-run.")
+    task_time_limit_s: float = Field(600.0, gt=0, description="Hard time limit of every task (prefork pools).")
     reaper_interval_s: float = Field(30.0, gt=0, description="How often beat runs the reaper.")
     ready_grace_s: float = Field(60.0, gt=0, description="A ready step unclaimed this long is re-enqueued.")
 
@@ -46,8 +51,21 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
-        if self.task_time_limit_s >= self.visibility_timeout_s:
-            raise ValueError("visibility timeout must exceed the task time limit")
+        if self.step_lease_s <= self.task_time_limit_s:
+            # Otherwise the reaper would re-run steps that are still legitimately running.
+            raise ValueError(
+                f"step_lease_s ({self.step_lease_s}) must exceed task_time_limit_s ({self.task_time_limit_s})"
+            )
+        unknown = sorted(
+            k
+            for k in os.environ
+            if k.startswith(ENV_PREFIX)
+            and k[len(ENV_PREFIX) :].lower() not in type(self).model_fields
+            and k not in READ_ELSEWHERE
+            and not k.startswith(f"{ENV_PREFIX}TEST_")
+        )
+        if unknown:
+            raise ValueError(f"unknown settings in the environment: {', '.join(unknown)} (a typo?)")
         return self
 
     @property

@@ -25,7 +25,7 @@ def server(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     if not default_python().exists():
         message = f"vLLM venv missing ({default_python()}); run scripts/setup_vllm_venv.sh"
         # `make test-vllm` builds the venv first, so there a missing venv is a failure, not a skip.
-        if os.environ.get("CONDUCTOR_REQUIRE_VLLM") == "1":
+        if os.environ.get("CONDUCTOR_TEST_REQUIRE_VLLM") == "1":
             pytest.fail(message)
         pytest.skip(message)
     log = tmp_path_factory.mktemp("vllm") / "server.log"

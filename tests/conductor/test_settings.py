@@ -1,0 +1,33 @@
+"""One settings object: read from CONDUCTOR_* variables, bad combinations and typos rejected."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from conductor.settings import Settings
+
+
+def test_settings_come_from_prefixed_environment_variables(monkeypatch, tmp_path):
+    monkeypatch.setenv("CONDUCTOR_MAX_STEPS", "3")
+    monkeypatch.setenv("CONDUCTOR_BROKER_URL", "redis://127.0.0.1:6379/2")
+    settings = Settings(home=tmp_path)
+    assert settings.max_steps == 3 and not settings.embedded
+    assert settings.cluster_redis_url == "redis://127.0.0.1:6379/2"
+    assert settings.db_url == f"sqlite:///{(tmp_path / 'conductor.db').resolve()}"
+
+
+def test_a_misspelt_variable_is_an_error_not_silently_ignored(monkeypatch):
+    monkeypatch.setenv("CONDUCTOR_MAX_STEP", "3")
+    with pytest.raises(ValidationError, match="CONDUCTOR_MAX_STEP"):
+        Settings()
+
+
+def test_a_lease_shorter_than_the_task_time_limit_is_rejected():
+    with pytest.raises(ValidationError, match="step_lease_s"):
+        Settings(step_lease_s=60, task_time_limit_s=120)
+
+
+def test_the_visibility_timeout_outlasts_any_task():
+    settings = Settings(task_time_limit_s=100, step_lease_s=120)
+    assert settings.visibility_timeout_s > settings.task_time_limit_s
