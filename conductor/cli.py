@@ -83,6 +83,9 @@ def run(
     """Submit a batch and follow it to the end with a progress bar; one JSON result line per problem."""
     from tqdm import tqdm
 
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)  # fail before running, not after
+        out.touch()
     with errors_to_exit_codes(), running_system(load_settings()) as sysm:
         report = sysm.service.submit_batch(
             file, format=format, samples=samples, limit=limit, budget_tokens=budget_tokens, budget_usd=budget_usd
