@@ -140,10 +140,13 @@ def usage(
 
 
 @traces_app.command("export")
-def traces_export(out: Path = typer.Option(..., help="JSONL file to write.")) -> None:
+def traces_export(
+    out: Path = typer.Option(..., help="JSONL file to write."),
+    include_eval: bool = typer.Option(False, help="Also export rounds of `conductor eval` jobs."),
+) -> None:
     """One line per Conductor round: prompt, completion, token ids, logprobs, policy, steps, answer, reward."""
     with errors_to_exit_codes(), running_system(load_settings(), needs_worker=False) as sysm:
-        n = sysm.service.export_traces(out)
+        n = sysm.service.export_traces(out, include_eval=include_eval)
         typer.echo(f"wrote {n} rounds to {out}", err=True)
 
 

@@ -297,6 +297,18 @@ class Engine:
         with self.sessions.begin() as s:
             return self._fail_step(s, step_id, error)
 
+    def release_round(self, round_id: int) -> None:
+        """Hand a leased planning round back (its Conductor call hit a limit); refund the call."""
+        with self.sessions.begin() as s:
+            row = s.execute(
+                update(Round)
+                .where(Round.id == round_id, Round.status == RoundStatus.PLANNING.value)
+                .values(lease_until=None, attempts=Round.attempts - 1)
+                .returning(Round.job_id)
+            ).first()
+            if row is not None:
+                s.execute(update(Job).where(Job.id == row[0]).values(model_calls=Job.model_calls - 1))
+
     def release_step(self, step_id: int) -> None:
         """Hand a claimed step back (a rate limit asked us to come back later).
 

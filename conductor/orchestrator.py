@@ -40,6 +40,8 @@ class Orchestrator:
             messages = build_plan_messages(task.question, pool.cards(), max_steps=max_steps)
         try:
             c = self.rt.gateway.call_conductor(messages)
+        except RateLimited:
+            raise  # the task hands the round back and re-queues it
         except WorkerCallError as exc:
             return engine.fail_round(round_id, f"conductor call failed: {exc}")
         return engine.record_plan(

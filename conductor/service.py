@@ -207,13 +207,20 @@ class Service:
             "model_calls": int(sum(r[5] for r in rows)),
         }
 
-    def export_traces(self, out: Path) -> int:
-        """One JSONL line per Conductor round with everything a GRPO trainer needs."""
+    def export_traces(self, out: Path, *, include_eval: bool = False) -> int:
+        """One JSONL line per Conductor round with everything a GRPO trainer needs.
+
+        Rounds of evaluation jobs are left out unless asked for: training on the benchmark
+        that gates a checkpoint would make the gate meaningless.
+        """
         count = 0
         with self.rt.sessions() as s, out.open("w") as fh:
             q = select(Round).where(Round.completion_text.is_not(None)).order_by(Round.id)
             for rnd in s.scalars(q):
-                fh.write(json.dumps(trace_line(rnd, s)) + "\n")
+                line = trace_line(rnd, s)
+                if not include_eval and "eval" in (line["job_options"] or {}):
+                    continue
+                fh.write(json.dumps(line) + "\n")
                 count += 1
         return count
 

@@ -45,23 +45,32 @@ def register(app: Celery, runtime: Runtime) -> None:
     def solve(self: Task, job_id: str) -> None:
         dispatch(orchestrator.start(job_id))
 
-    @app.task(name="conductor.plan", bind=True, shared=False)
-    def plan(self: Task, round_id: int) -> None:
-        dispatch(orchestrator.plan_round(round_id, self.request.hostname or ""))
+    # Retries only ever come from cluster rate limits (max_retries=None on these tasks): the
+    # work waits as long as the limit asks and is never dropped; real failures are recorded.
+    def _plan(task: Task, round_id: int) -> None:
+        try:
+            dispatch(orchestrator.plan_round(round_id, task.request.hostname or ""))
+        except RateLimited as exc:
+            runtime.engine.release_round(round_id)
+            raise task.retry(countdown=exc.retry_after) from exc
 
-    @app.task(name="conductor.replan", bind=True, shared=False)
+    @app.task(name="conductor.plan", bind=True, shared=False, max_retries=None)
+    def plan(self: Task, round_id: int) -> None:
+        _plan(self, round_id)
+
+    @app.task(name="conductor.replan", bind=True, shared=False, max_retries=None)
     def replan(self: Task, round_id: int) -> None:
         # Same work as plan: the round's kind tells the orchestrator which prompt to use.
-        dispatch(orchestrator.plan_round(round_id, self.request.hostname or ""))
+        _plan(self, round_id)
 
-    @app.task(name="conductor.run_step", bind=True, shared=False)
+    @app.task(name="conductor.run_step", bind=True, shared=False, max_retries=None)
     def run_step(self: Task, step_id: int) -> None:
         try:
             dispatch(orchestrator.run_step(step_id, self.request.hostname or ""))
         except RateLimited as exc:
             # Free this worker slot instead of waiting: hand the step back and come back later.
             runtime.engine.release_step(step_id)
-            raise self.retry(countdown=exc.retry_after, max_retries=None) from exc
+            raise self.retry(countdown=exc.retry_after) from exc
 
     @app.task(name="conductor.finalize", bind=True, shared=False)
     def finalize(self: Task, job_id: str) -> None:

@@ -93,3 +93,47 @@ def test_a_rate_limited_step_is_requeued_with_a_countdown_and_completes_when_the
     assert job["answer"].startswith("alpha did <answer it>")
     calls = server.calls_for("scripted-worker-alpha")
     assert len(calls) == 1 and calls[0].started >= freed_at, "only the admitted attempt reached the model"
+
+
+def test_a_rate_limited_conductor_call_hands_its_round_back_and_plans_once_the_slot_frees(tmp_path, redis_db):
+    server = ScriptedLLMServer(default_script()).start()
+    pool = limited_pool(server.base_url, providers={"openai": {"concurrency": 1}})
+    limiter = RedisLimiter(redis_db, pool, max_wait_s=0.05, busy_retry_after_s=0.3)
+    other_process = RedisLimiter(redis_db, pool)
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_provider() -> None:
+        with other_process.slot(pool.conductor, estimated_tokens=1):
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold_the_provider)
+    holder.start()
+    assert held.wait(5)
+    settings = make_settings(tmp_path, recursion=False)
+    runtime = Runtime(settings, pool=pool, limiter=limiter)
+    app = create_app(settings, runtime)
+    runtime.migrate()
+    try:
+        with EmbeddedWorker(app, concurrency=2):
+            service = Service(runtime, app.conductor_dispatch)
+            job_id, _ = service.submit(Problem(question="[wf:single] x"))
+            time.sleep(1.5)  # several admissions refused meanwhile
+            mid = service.job(job_id)
+            freed_at = time.monotonic()
+            release.set()
+            holder.join()
+            service.wait([job_id], timeout=30)
+            job = service.job(job_id)
+    finally:
+        release.set()
+        runtime.close()
+        server.stop()
+
+    assert mid["status"] == "running" and mid["chains"][0]["rounds"][0]["status"] == "planning"
+    assert job["status"] == "done", job["error"]
+    rnd = job["chains"][0]["rounds"][0]
+    assert rnd["status"] == "done" and rnd["parse_status"] == "ok"
+    assert job["model_calls"] == 2, "refused admissions spend none of the job's budget"
+    plans = server.calls_for("scripted-conductor")
+    assert len(plans) == 1 and plans[0].started >= freed_at

@@ -174,3 +174,20 @@ def test_a_batch_reports_malformed_lines_and_runs_the_rest(tmp_path):
     assert [(x["id"], x["status"]) for x in lines] == [("a", "done"), ("d", "done")]
     assert usage["jobs"] == 2 and usage["by_status"] == {"done": 2}
     assert usage["prompt_tokens"] + usage["completion_tokens"] == sum(x["tokens"] for x in lines) > 0
+
+
+def test_trace_export_leaves_out_evaluation_jobs_unless_asked(tmp_path):
+    server = ScriptedLLMServer(default_script()).start()
+    try:
+        with embedded_system(tmp_path, scripted_pool(server.base_url), recursion=False) as sys:
+            prod, _ = sys.service.submit(Problem(question="[wf:single] production"))
+            bench, _ = sys.service.submit(
+                Problem(question="[wf:single] benchmark"), options={"eval": {"run": "r1", "method": "conductor"}}
+            )
+            sys.service.wait([prod, bench], timeout=60)
+            default, everything = tmp_path / "train.jsonl", tmp_path / "all.jsonl"
+            assert sys.service.export_traces(default) == 1
+            assert sys.service.export_traces(everything, include_eval=True) == 2
+    finally:
+        server.stop()
+    assert [json.loads(x)["job_id"] for x in default.read_text().splitlines()] == [prod]
