@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
 import threading
 import time
@@ -131,8 +132,10 @@ class Gateway:
         limiter: CallLimiter | None = None,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
+        max_inline_wait_s: float = 10.0,
     ) -> None:
         self.pool = pool
+        self.max_inline_wait_s = max_inline_wait_s
         self.model_home = model_home
         self.limiter = limiter or NoLimits()
         self.backoff_base_s = backoff_base_s
@@ -207,9 +210,16 @@ class Gateway:
                 return result
             except RETRYABLE as exc:
                 errors.append(f"attempt {attempt}: {type(exc).__name__}: {str(exc)[:300]}")
+                retry_after = _retry_after(exc)
+                if retry_after is not None and retry_after > self.max_inline_wait_s:
+                    # A long Retry-After would hold a worker slot asleep: hand the work back to
+                    # the queue with that countdown instead (the task re-queues on RateLimited).
+                    raise RateLimited(
+                        f"{label}: provider asked to retry after {retry_after:g}s", retry_after=retry_after
+                    ) from exc
                 if attempt > spec.retries:
                     break
-                time.sleep(self._delay(attempt, _retry_after(exc)))
+                time.sleep(self._delay(attempt, retry_after))
             except RateLimited:
                 raise  # our own cluster limit said "later": the caller re-queues, nothing failed
             except Exception as exc:  # bad request, auth, unknown model: retrying will not help
@@ -234,8 +244,6 @@ class Gateway:
         if spec.api_base:
             kwargs["api_base"] = spec.api_base
         if spec.api_key_env:
-            import os
-
             kwargs["api_key"] = os.environ.get(spec.api_key_env)
         elif spec.provider in ("openai", "hosted_vllm") and spec.api_base:
             kwargs["api_key"] = "unused"  # local OpenAI-compatible servers want some key

@@ -57,6 +57,24 @@ def test_retry_after_is_honoured_until_the_call_succeeds(tmp_path):
     assert len(c.errors) == 2 and all("RateLimitError" in e for e in c.errors)
 
 
+def test_a_long_retry_after_hands_the_work_back_to_the_queue_instead_of_sleeping(tmp_path):
+    from conductor.errors import RateLimited
+
+    server = _server(lambda model, messages, body: Reply(status=429, headers={"Retry-After": "45"}, error="busy"))
+    try:
+        gateway = Gateway(
+            scripted_pool(server.base_url, retries=3, fallback="beta"), model_home=tmp_path, max_inline_wait_s=5
+        )
+        started = time.monotonic()
+        with pytest.raises(RateLimited) as caught:
+            gateway.call_worker("alpha", HI)
+    finally:
+        server.stop()
+    assert caught.value.retry_after == 45
+    assert time.monotonic() - started < 5, "the worker slot must not sleep through the Retry-After"
+    assert len(server.calls) == 1, "no retry and no fallback: the step is re-queued with that countdown"
+
+
 def test_server_errors_exhaust_the_retries_then_the_fallback_answers(tmp_path):
     def script(model, messages, body):
         if model.endswith("alpha"):
