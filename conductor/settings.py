@@ -40,6 +40,10 @@ class Settings(BaseSettings):
         "`fallback_worker`; neither fails the chain.",
     )
 
+    judge_worker: str | None = Field(
+        None, description="Pool worker that judges rubric problems; default: a worker named `judge`, if any."
+    )
+
     step_lease_s: float = Field(660.0, gt=0, description="A claimed step or plan not finished by then is re-run.")
     task_time_limit_s: float = Field(600.0, gt=0, description="Hard time limit of every task (prefork pools).")
     reaper_interval_s: float = Field(30.0, gt=0, description="How often beat runs the reaper.")

@@ -34,7 +34,7 @@ def judge_complete(gateway: Gateway, worker: str) -> Callable[[list[dict[str, st
 
 def judge_worker_name(runtime: Runtime, worker: str | None = None) -> str | None:
     """The pool worker that should judge, or None when nothing is configured."""
-    name = worker or getattr(runtime.settings, "judge_worker", None)
+    name = worker or runtime.settings.judge_worker
     if name:
         return str(name)
     names = {w.name for w in runtime.pool.workers}

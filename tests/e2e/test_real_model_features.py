@@ -1,0 +1,59 @@
+"""Budgets and the LLM judge with the real SmolLM2-135M model (embedded default)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conductor.pool import load_pool
+from conductor.problem import Problem
+from conductor.runtime import Runtime
+from reward_pipeline.judge_client import make_judge
+from tests.conftest import MODEL_HOME
+from tests.support.system import embedded_system, make_settings
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    if not (MODEL_HOME / "models" / "smollm2-135m-instruct" / "config.json").exists():
+        pytest.fail("the local model is missing: run `make model` (the test command does)")
+    (tmp_path / "models").symlink_to(MODEL_HOME / "models")
+    return tmp_path
+
+
+def _small_pool():
+    pool = load_pool()  # the bundled local pool
+    pool.conductor = pool.conductor.model_copy(update={"max_tokens": 96})
+    return pool
+
+
+def test_a_token_budget_stops_a_real_model_job_after_the_call_that_spent_it(home):
+    with embedded_system(home, _small_pool(), recursion=False) as sys:
+        job_id, _ = sys.service.submit(Problem(question="What is 12 + 30?"), budget_tokens=200)
+        sys.service.wait([job_id], timeout=300)
+        job = sys.service.job(job_id)
+
+    assert job["status"] == "budget_exceeded", job
+    assert job["model_calls"] == 1, "the plan prompt alone spends the budget: nothing after it may run"
+    assert job["prompt_tokens"] + job["completion_tokens"] >= 200
+    assert "tokens (budget 200)" in job["error"]
+
+
+def test_the_llm_judge_gives_a_verdict_with_its_reason_using_a_real_model(home):
+    runtime = Runtime(make_settings(home), pool=_small_pool())
+    judge = make_judge(runtime, "smol-precise")
+    problem = Problem(
+        question="What is the capital of France?", kind="text", rubric="Full marks only if the answer names Paris."
+    )
+    verdict = judge.verify("The capital of France is Paris.", problem)
+    runtime.close()
+
+    assert verdict.verifier == "judge" and verdict.reason
+    # The model really answered: its reply is kept as evidence, and a parsed score agrees with the verdict.
+    assert verdict.details["judge_reply_tail"].strip()
+    if verdict.score is not None:
+        assert verdict.correct == (verdict.score >= verdict.details["threshold"])
+        assert verdict.details["judge_score_0_10"] == round(verdict.score * 10, 3)
