@@ -57,3 +57,52 @@ def test_the_llm_judge_gives_a_verdict_with_its_reason_using_a_real_model(home):
     if verdict.score is not None:
         assert verdict.correct == (verdict.score >= verdict.details["threshold"])
         assert verdict.details["judge_score_0_10"] == round(verdict.score * 10, 3)
+
+
+@pytest.mark.services
+def test_a_concurrency_cap_in_redis_serialises_real_local_model_calls(home, redis_db):
+    import threading
+    import time
+
+    from conductor.gateway import Gateway
+    from conductor.pool import Limits
+    from schedulers.limits import RedisLimiter
+
+    pool = _small_pool()
+    pool.providers = {"local": Limits(concurrency=1)}
+    spans: list[tuple[float, float]] = []
+    lock = threading.Lock()
+
+    class Timed(RedisLimiter):
+        """Records when each admitted call held its slot."""
+
+        def slot(self, spec, *, estimated_tokens):  # type: ignore[no-untyped-def]
+            import contextlib
+
+            @contextlib.contextmanager
+            def held():
+                with super(Timed, self).slot(spec, estimated_tokens=estimated_tokens):
+                    start = time.monotonic()
+                    yield
+                    with lock:
+                        spans.append((start, time.monotonic()))
+
+            return held()
+
+    gateways = [Gateway(pool, model_home=home, limiter=Timed(redis_db, pool, max_wait_s=120)) for _ in range(2)]
+    answers: list[str] = []
+
+    def ask(gw: Gateway) -> None:
+        answers.append(gw.call_worker("smol-precise", [{"role": "user", "content": "Say hello."}]).text)
+
+    threads = [threading.Thread(target=ask, args=(gw,)) for gw in gateways]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+
+    assert len(answers) == 2 and all(answers)
+    (_, a_end), (b_start, _) = sorted(spans)
+    # Slots are timed from admission: without the cap both would be admitted at once (the model
+    # lock inside the local backend would still serialise the generation, but not the admissions).
+    assert b_start >= a_end, "the cap of 1 must keep the two real calls from overlapping"
