@@ -32,7 +32,7 @@ demo: model
 services:
 	scripts/ensure_services.sh
 
-test: test-core test-vllm
+test: lint test-core test-vllm
 
 test-core: model services
 	$(BIN)/python -m pytest -m "not vllm" -q
@@ -45,6 +45,8 @@ test-vllm: model vllm-venv
 
 lint: setup
 	$(BIN)/ruff check conductor tasks reward_pipeline schedulers tests benchmarks
+	$(BIN)/ruff format --check conductor tasks reward_pipeline schedulers tests benchmarks
+	$(BIN)/mypy
 
 bench: model services
 	$(BIN)/python benchmarks/queue_overhead.py

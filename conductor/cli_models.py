@@ -49,6 +49,8 @@ def _rows(pool: Pool) -> list[tuple[str, str, ModelSpec]]:
 
 
 def _price(spec: ModelSpec) -> str:
+    inp: float | None
+    out: float | None
     if spec.price is not None:
         inp, out = spec.price.input_per_token, spec.price.output_per_token
     elif spec.provider in ("local", "hosted_vllm"):

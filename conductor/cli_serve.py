@@ -32,7 +32,9 @@ def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
 
 
 def serve_command(
-    model: Annotated[str, typer.Option("--model", "-m", help="Model directory, or the default model's name.")] = DEFAULT_MODEL_NAME,
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Model directory, or the default model's name.")
+    ] = DEFAULT_MODEL_NAME,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8000,
     served_name: Annotated[str, typer.Option(help="Model name clients use; default: the model directory's name.")] = "",
     enable_lora: Annotated[bool, typer.Option(help="Allow LoRA adapters, loadable at run time.")] = True,

@@ -9,8 +9,9 @@ guarded `UPDATE ... WHERE status = ...` statements: a duplicate delivery changes
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.effects import AnswerChooser, Effects, RoundTask, StepTask, first_done
@@ -24,6 +25,12 @@ from conductor.store.models import Chain, Job, Round, Step
 from conductor.workflow import Workflow
 
 BUDGET_MARK = "budget exhausted"
+
+
+def _updated(s: Session, statement: Any) -> int:
+    """Run a guarded UPDATE and say how many rows it changed (0: another delivery got there first)."""
+    result = cast(CursorResult[Any], s.execute(statement))
+    return int(result.rowcount)
 
 
 def now() -> datetime:
@@ -40,11 +47,12 @@ class Engine:
     def start_job(self, job_id: str) -> Effects:
         eff = Effects()
         with self.sessions.begin() as s:
-            started = s.execute(
+            started = _updated(
+                s,
                 update(Job)
                 .where(Job.id == job_id, Job.status == JobStatus.QUEUED.value)
-                .values(status=JobStatus.RUNNING.value, started_at=now())
-            ).rowcount
+                .values(status=JobStatus.RUNNING.value, started_at=now()),
+            )
             if not started:
                 return eff
             job = s.get_one(Job, job_id)
@@ -80,11 +88,12 @@ class Engine:
                 status = JobStatus.BUDGET_EXCEEDED if budget else JobStatus.FAILED
                 answer, chain_id = None, None
                 error = "; ".join(f"sample {c.sample_index}: {e}" for c, e in zip(chains, errors, strict=True))
-            closed = s.execute(
+            closed = _updated(
+                s,
                 update(Job)
                 .where(Job.id == job_id, Job.status == JobStatus.RUNNING.value)
-                .values(status=status.value, answer=answer, error=error, answer_chain_id=chain_id, finished_at=now())
-            ).rowcount
+                .values(status=status.value, answer=answer, error=error, answer_chain_id=chain_id, finished_at=now()),
+            )
             return bool(closed)
 
     # -- Conductor rounds -------------------------------------------------------------------
@@ -92,15 +101,16 @@ class Engine:
         """Lease a planning round; None if another worker holds it or it already ended."""
         with self.sessions.begin() as s:
             t = now()
-            claimed = s.execute(
+            claimed = _updated(
+                s,
                 update(Round)
                 .where(
                     Round.id == round_id,
                     Round.status == RoundStatus.PLANNING.value,
                     (Round.lease_until.is_(None)) | (Round.lease_until < t),
                 )
-                .values(attempts=Round.attempts + 1, lease_until=t + timedelta(seconds=self.settings.step_lease_s))
-            ).rowcount
+                .values(attempts=Round.attempts + 1, lease_until=t + timedelta(seconds=self.settings.step_lease_s)),
+            )
             if not claimed:
                 return None
             rnd = s.get_one(Round, round_id)
@@ -111,7 +121,7 @@ class Engine:
                 kind=RoundKind(rnd.kind),
                 max_steps=self._max_steps(rnd.chain.job),
                 question=rnd.chain.question,
-                previous=Workflow.from_lists(**previous.workflow)
+                previous=Workflow.from_lists(**(previous.workflow or {}))
                 if previous and rnd.kind == RoundKind.REPLAN.value
                 else None,
                 previous_answer=previous.answer if previous and rnd.kind == RoundKind.REPLAN.value else None,
@@ -124,7 +134,8 @@ class Engine:
         so the last admitted call can overshoot a token or USD budget by at most its own cost.
         """
         with self.sessions.begin() as s:
-            admitted = s.execute(
+            admitted = _updated(
+                s,
                 update(Job)
                 .where(
                     Job.id == job_id,
@@ -132,8 +143,8 @@ class Engine:
                     Job.budget_tokens.is_(None) | ((Job.prompt_tokens + Job.completion_tokens) < Job.budget_tokens),
                     Job.budget_usd.is_(None) | (Job.cost_usd < Job.budget_usd),
                 )
-                .values(model_calls=Job.model_calls + 1)
-            ).rowcount
+                .values(model_calls=Job.model_calls + 1),
+            )
             if admitted:
                 return None
             job = s.get_one(Job, job_id)
@@ -207,11 +218,12 @@ class Engine:
     def fail_round(self, round_id: int, error: str) -> Effects:
         """The Conductor call itself failed (after retries) or the budget ran out."""
         with self.sessions.begin() as s:
-            ended = s.execute(
+            ended = _updated(
+                s,
                 update(Round)
                 .where(Round.id == round_id, Round.status == RoundStatus.PLANNING.value)
-                .values(status=RoundStatus.FAILED.value, error=error, finished_at=now(), lease_until=None)
-            ).rowcount
+                .values(status=RoundStatus.FAILED.value, error=error, finished_at=now(), lease_until=None),
+            )
             if not ended:
                 return Effects()
             return self._end_chain_after_failure(s, s.get_one(Round, round_id).chain_id, error)
@@ -220,7 +232,8 @@ class Engine:
     def claim_step(self, step_id: int, worker: str = "") -> StepTask | None:
         with self.sessions.begin() as s:
             t = now()
-            claimed = s.execute(
+            claimed = _updated(
+                s,
                 update(Step)
                 .where(
                     Step.id == step_id,
@@ -233,8 +246,8 @@ class Engine:
                     claimed_by=worker,
                     started_at=t,
                     lease_until=t + timedelta(seconds=self.settings.step_lease_s),
-                )
-            ).rowcount
+                ),
+            )
             if not claimed:
                 return None
             step = s.get_one(Step, step_id)
@@ -477,7 +490,7 @@ class Engine:
         rnd = s.get_one(Round, round_id)
         if rnd.status != RoundStatus.RUNNING.value:
             return eff
-        successors = Workflow.from_lists(**rnd.workflow).successors(index)
+        successors = Workflow.from_lists(**(rnd.workflow or {})).successors(index)
         if successors:
             released = s.execute(
                 update(Step)
@@ -527,11 +540,12 @@ class Engine:
         if row is None:
             return Effects()
         round_id = row[0]
-        ended = s.execute(
+        ended = _updated(
+            s,
             update(Round)
             .where(Round.id == round_id, Round.status == RoundStatus.RUNNING.value)
-            .values(status=RoundStatus.FAILED.value, error=f"step failed: {error}", finished_at=now())
-        ).rowcount
+            .values(status=RoundStatus.FAILED.value, error=f"step failed: {error}", finished_at=now()),
+        )
         if not ended:
             return Effects()
         s.execute(
@@ -553,11 +567,12 @@ class Engine:
     ) -> Effects:
         if status == ChainStatus.DONE and answer is None:
             status, error = ChainStatus.FAILED, error or "chain ended without an answer"
-        ended = s.execute(
+        ended = _updated(
+            s,
             update(Chain)
             .where(Chain.id == chain_id, Chain.status == ChainStatus.RUNNING.value)
-            .values(status=status.value, answer=answer, error=error, finished_at=now())
-        ).rowcount
+            .values(status=status.value, answer=answer, error=error, finished_at=now()),
+        )
         if not ended:
             return Effects()
         chain = s.get_one(Chain, chain_id)

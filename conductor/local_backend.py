@@ -54,7 +54,7 @@ class LocalModel:
         self, messages: list[dict], *, max_tokens: int = 256, temperature: float = 0.0, seed: int | None = None
     ) -> Generation:
         torch = self._torch
-        prompt_ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+        prompt_ids: Any = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
         if not isinstance(prompt_ids, torch.Tensor):
             prompt_ids = prompt_ids["input_ids"]
         do_sample = temperature > 0
@@ -81,7 +81,7 @@ class LocalModel:
         eos = self.tokenizer.eos_token_id
         finish = "stop" if new_ids and new_ids[-1] == eos else "length"
         text_ids = new_ids[:-1] if finish == "stop" else new_ids
-        text = self.tokenizer.decode(text_ids, skip_special_tokens=True)
+        text = str(self.tokenizer.decode(text_ids, skip_special_tokens=True))
         return Generation(text, new_ids, logprobs, prompt_ids[0].tolist(), finish)
 
 

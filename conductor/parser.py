@@ -230,7 +230,7 @@ def _literal(source: str, where: str, node: ast.expr) -> object:
         return ast.literal_eval(node)
     except _PARSE_FAILURES:
         pass
-    offender = node
+    offender: ast.AST = node
     try:
         for sub in ast.walk(node):
             if not isinstance(sub, _LITERAL_NODES):

@@ -308,7 +308,7 @@ def _chain_reward(job_id: str, c: _ChainSnap, verdict: Verdict | None, verifier:
 
 
 def _pick_best(s: Any, job_id: str, rows: list[Reward], chains: list[_ChainSnap]) -> None:
-    answers = {c.id: (c.sample, c.answer) for c in chains if c.answer is not None}
+    answers: dict[int | None, tuple[int, str]] = {c.id: (c.sample, c.answer) for c in chains if c.answer is not None}
     scored = [r for r in rows if r.chain_id in answers]
     if not scored:
         return

@@ -138,7 +138,7 @@ class RedisLimiter:
         self.poll_s = poll_s
         self.lease_margin_s = lease_margin_s
         self.busy_retry_after_s = busy_retry_after_s
-        self.client = redis.Redis.from_url(redis_url)
+        self.client: redis.Redis = redis.Redis.from_url(redis_url)
         self._acquire_script = self.client.register_script(_ACQUIRE)
         storage = RedisStorage(redis_url, key_prefix=keys.RATE_PREFIX)
         self._exact = MovingWindowRateLimiter(storage)
@@ -185,7 +185,8 @@ class RedisLimiter:
 
     def close(self) -> None:
         self.client.close()
-        self._storage.get_connection().close()
+        # The storage's client type (a protocol in `limits`) does not declare close().
+        self._storage.get_connection().close()  # type: ignore[attr-defined]
 
     # -- admission -----------------------------------------------------------------------
     def _admit(self, spec: ModelSpec, plan: _Plan, tokens: int) -> str | None:
@@ -205,7 +206,7 @@ class RedisLimiter:
         # The slot is held while waiting for the rate windows too, then for the call itself.
         lease_ms = int((self.max_wait_s + spec.timeout_s + self.lease_margin_s) * 1000)
         set_keys = [keys.concurrency(scope) for scope, _ in plan.caps]
-        args = [holder, lease_ms, *(cap for _, cap in plan.caps)]
+        args: list[str | int] = [holder, lease_ms, *(cap for _, cap in plan.caps)]
         while not self._acquire_script(keys=set_keys, args=args):
             if time.monotonic() + self.poll_s > deadline:
                 caps = ", ".join(f"{scope} concurrency {cap}" for scope, cap in plan.caps)

@@ -119,8 +119,9 @@ def parse_number(text: str) -> Fraction | None:
                     best = (m.start(), value)
     m = NUMBER_RE.search(text)
     if m and (best is None or m.start() < best[0]):
-        value = _to_fraction(m["num"])
-        if value is not None:
+        number = _to_fraction(m["num"])
+        if number is not None:
+            value = number
             if m["den"]:
                 den = int(m["den"])
                 if den == 0:

@@ -220,10 +220,14 @@ def test_verify_scores_reference_answers_100_percent_and_shuffled_ones_low(tmp_p
     assert len(problems) == n and all(isinstance(p, Problem) for p in problems)
     answers = [_reference_answer(p, raw) for p, raw in zip(problems, raw_rows, strict=True)]
     right = tmp_path / "right.jsonl"
-    right.write_text("".join(json.dumps({"id": p.id, "answer": a}) + "\n" for p, a in zip(problems, answers, strict=False)))
+    right.write_text(
+        "".join(json.dumps({"id": p.id, "answer": a}) + "\n" for p, a in zip(problems, answers, strict=False))
+    )
     shuffled = tmp_path / "shuffled.jsonl"
     rotated = answers[1:] + answers[:1]
-    shuffled.write_text("".join(json.dumps({"id": p.id, "answer": a}) + "\n" for p, a in zip(problems, rotated, strict=False)))
+    shuffled.write_text(
+        "".join(json.dumps({"id": p.id, "answer": a}) + "\n" for p, a in zip(problems, rotated, strict=False))
+    )
     runner = CliRunner()
 
     good = runner.invoke(
