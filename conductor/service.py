@@ -55,14 +55,13 @@ class Service:
         """Create a job and start it; returns (job_id, created). A repeated idempotency key returns the first job."""
         job = self._new_job(problem, samples, tenant_id, None, None, idempotency_key, priority, webhook_url)
         job.options, job.budget_tokens, job.budget_usd = options or {}, budget_tokens, budget_usd
-        with self.rt.sessions.begin() as s:
-            s.add(job)
-            try:
-                s.flush()
-            except IntegrityError:
-                s.rollback()
-                existing = self._by_key(tenant_id, idempotency_key)
-                return existing, False
+        try:
+            with self.rt.sessions.begin() as s:
+                s.add(job)
+        except IntegrityError:
+            if idempotency_key is None:
+                raise
+            return self._by_key(tenant_id, idempotency_key), False
         self.submitter.submit([job.id])
         return job.id, True
 

@@ -31,6 +31,7 @@ can leave benchmark problems out.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -292,7 +293,10 @@ def run_eval(
                 pair = queue.pop()
                 args = pair.method.job_args(pair.problem)
                 args["options"] = {**args["options"], "eval": {"run": run_id, "method": pair.method.label}}
-                pair.job_id, _ = service.submit(pair.problem, **args)
+                # Keyed on the output folder and the pair: a rerun after an interruption picks up
+                # the job it had already submitted (running or done) instead of submitting twice.
+                key = hashlib.sha256(f"{out.resolve()}|{'|'.join(pair.key)}".encode()).hexdigest()[:40]
+                pair.job_id, _ = service.submit(pair.problem, idempotency_key=f"eval:{key}", **args)
                 pair.submitted_at = time.monotonic()
                 inflight[pair.job_id] = pair
             finished = _poll(runtime, inflight, score_grace_s)

@@ -6,7 +6,20 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -50,7 +63,11 @@ class Batch(Base):
 
 class Job(Base):
     __tablename__ = "jobs"
-    __table_args__ = (UniqueConstraint("tenant_id", "idempotency_key", name="uq_jobs_tenant_idem"),)
+    # A unique constraint would let NULL tenants repeat a key (NULLs are distinct in SQL):
+    # index the coalesced tenant instead, so a key is unique within "no tenant" too.
+    __table_args__ = (
+        Index("uq_jobs_tenant_idem", func.coalesce(text("tenant_id"), ""), "idempotency_key", unique=True),
+    )
     id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
     tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
     batch_id: Mapped[str | None] = mapped_column(ForeignKey("batches.id"), index=True)

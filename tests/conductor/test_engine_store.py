@@ -82,3 +82,13 @@ def test_a_step_completed_twice_records_its_first_output_and_releases_nothing_mo
     finalize = engine.complete_step(join[0], "joined").finalize
     assert finalize == [job_id]
     assert engine.finalize(job_id) and not engine.finalize(job_id)
+
+
+def test_an_idempotency_key_returns_the_first_job_with_or_without_a_tenant(runtime):
+    service = Service(runtime, NoQueue())
+    first, created = service.submit(Problem(question="q"), idempotency_key="k-1")
+    again, created_again = service.submit(Problem(question="q, sent twice"), idempotency_key="k-1")
+    other, _ = service.submit(Problem(question="q"), idempotency_key="k-2")
+    assert created and not created_again and again == first and other != first
+    unkeyed = {service.submit(Problem(question="q"))[0] for _ in range(2)}
+    assert len(unkeyed) == 2, "jobs without a key are never merged"

@@ -110,8 +110,8 @@ def upgrade() -> None:
             ["tenants.id"],
         ),
         sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("tenant_id", "idempotency_key", name="uq_jobs_tenant_idem"),
     )
+    op.create_index("uq_jobs_tenant_idem", "jobs", [sa.text("coalesce(tenant_id, '')"), "idempotency_key"], unique=True)
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_jobs_batch_id"), ["batch_id"], unique=False)
         batch_op.create_index(batch_op.f("ix_jobs_status"), ["status"], unique=False)
