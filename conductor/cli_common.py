@@ -53,7 +53,9 @@ def running_system(settings: Settings, *, needs_worker: bool = True) -> Iterator
     service = Service(runtime, app.conductor_dispatch)
     try:
         if settings.embedded and needs_worker:
-            with EmbeddedWorker(app, concurrency=settings.embedded_concurrency):
+            with EmbeddedWorker(
+                app, concurrency=settings.embedded_concurrency, reap_every_s=settings.reaper_interval_s
+            ):
                 yield System(settings, runtime, service)
         else:
             yield System(settings, runtime, service)

@@ -20,14 +20,24 @@ class _Controller(WorkController):
 
 
 class EmbeddedWorker:
-    """Runs a real Celery WorkController (thread pool) in a background thread of this process."""
+    """Runs a real Celery WorkController (thread pool) in a background thread of this process.
 
-    def __init__(self, app: Celery, *, concurrency: int = 4, loglevel: str = "WARNING") -> None:
+    With `reap_every_s` it also plays beat's part: there is no separate beat process in the
+    embedded mode, and without the reaper a task that died mid-step would leave its job
+    running forever.
+    """
+
+    def __init__(
+        self, app: Celery, *, concurrency: int = 4, loglevel: str = "WARNING", reap_every_s: float | None = None
+    ) -> None:
         self.app = app
         self.concurrency = concurrency
         self.loglevel = loglevel
+        self.reap_every_s = reap_every_s
         self._controller: _Controller | None = None
         self._thread: threading.Thread | None = None
+        self._stop_reaping = threading.Event()
+        self._reaper: threading.Thread | None = None
 
     def start(self, timeout: float = 30.0) -> EmbeddedWorker:
         # Parts of the worker (the thread pool's task tracing) reach for the default app, not
@@ -50,9 +60,20 @@ class EmbeddedWorker:
         self._thread.start()
         if not self._controller.ready.wait(timeout):
             raise RuntimeError("embedded Celery worker did not start")
+        if self.reap_every_s:
+            self._reaper = threading.Thread(target=self._reap_periodically, name="embedded-reaper", daemon=True)
+            self._reaper.start()
         return self
 
+    def _reap_periodically(self) -> None:
+        assert self.reap_every_s is not None
+        while not self._stop_reaping.wait(self.reap_every_s):
+            self.app.send_task("conductor.reap")
+
     def stop(self) -> None:
+        self._stop_reaping.set()
+        if self._reaper is not None:
+            self._reaper.join(timeout=5)
         if self._controller is not None:
             self._controller.stop(in_sighandler=False)
         if self._thread is not None:

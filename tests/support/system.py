@@ -38,6 +38,6 @@ def embedded_system(home: Path, pool: Pool, *, concurrency: int = 4, **overrides
     runtime = Runtime(settings, pool=pool)
     app = create_app(settings, runtime)
     runtime.migrate()  # migrate before the worker starts taking tasks
-    with EmbeddedWorker(app, concurrency=concurrency):
+    with EmbeddedWorker(app, concurrency=concurrency, reap_every_s=settings.reaper_interval_s):
         yield System(settings, runtime, app, Service(runtime, app.conductor_dispatch))
     runtime.close()

@@ -42,3 +42,37 @@ def test_a_dependent_step_sees_its_input_and_starts_after_it(tmp_path):
     steps = job["chains"][0]["rounds"][0]["steps"]
     assert [s["status"] for s in steps] == ["done", "done"]
     assert job["workflow"] == {"model_id": [0, 1], "subtasks": ["solve", "check"], "access_list": [[], "all"]}
+
+
+def test_the_embedded_worker_reaps_a_step_whose_worker_died_with_it(tmp_path):
+    """No beat process in embedded mode: the in-process worker runs the reaper itself."""
+    from conductor.runtime import Runtime
+    from conductor.service import Service
+    from tasks.app import create_app
+    from tasks.embedded import EmbeddedWorker
+    from tests.support.system import make_settings
+
+    class NoQueue:
+        def submit(self, job_ids: list[str]) -> None:
+            pass
+
+    server = ScriptedLLMServer(default_script()).start()
+    settings = make_settings(tmp_path, recursion=False, step_lease_s=2, task_time_limit_s=1, reaper_interval_s=0.3)
+    runtime = Runtime(settings, pool=scripted_pool(server.base_url))
+    runtime.migrate()
+    workflow = {"model_id": [0], "subtasks": ["only step"], "access_list": [[]]}
+    job_id, _ = Service(runtime, NoQueue()).submit(Problem(question="q"), options={"workflow": workflow})
+    (step_id,) = runtime.engine.start_job(job_id).steps
+    assert runtime.engine.claim_step(step_id, "ghost@dead") is not None  # claimed, then its worker died
+    app = create_app(settings, runtime)
+    try:
+        with EmbeddedWorker(app, concurrency=2, reap_every_s=settings.reaper_interval_s):
+            service = Service(runtime, app.conductor_dispatch)
+            service.wait([job_id], timeout=20)
+            job = service.job(job_id)
+    finally:
+        runtime.close()
+        server.stop()
+    step = job["chains"][0]["rounds"][0]["steps"][0]
+    assert job["status"] == "done" and step["attempts"] == 2
+    assert job["answer"].startswith("alpha did <only step>")
