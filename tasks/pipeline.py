@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from celery import Celery, Task
 
 from conductor.effects import Effects
@@ -45,14 +47,22 @@ def register(app: Celery, runtime: Runtime) -> None:
     def solve(self: Task, job_id: str) -> None:
         dispatch(orchestrator.start(job_id))
 
-    # Retries only ever come from cluster rate limits (max_retries=None on these tasks): the
-    # work waits as long as the limit asks and is never dropped; real failures are recorded.
-    def _plan(task: Task, round_id: int) -> None:
+    def _until_admitted(task: Task, work: Callable[[], Effects], hand_back: Callable[[], None]) -> None:
+        # Retries only ever come from cluster rate limits (max_retries=None on these tasks): the
+        # work goes back to the queue, freeing this worker slot, for as long as the limit asks;
+        # it is never dropped, and real failures are recorded by the orchestrator instead.
         try:
-            dispatch(orchestrator.plan_round(round_id, task.request.hostname or ""))
+            dispatch(work())
         except RateLimited as exc:
-            runtime.engine.release_round(round_id)
+            hand_back()
             raise task.retry(countdown=exc.retry_after) from exc
+
+    def _plan(task: Task, round_id: int) -> None:
+        _until_admitted(
+            task,
+            lambda: orchestrator.plan_round(round_id, task.request.hostname or ""),
+            lambda: runtime.engine.release_round(round_id),
+        )
 
     @app.task(name="conductor.plan", bind=True, shared=False, max_retries=None)
     def plan(self: Task, round_id: int) -> None:
@@ -65,12 +75,11 @@ def register(app: Celery, runtime: Runtime) -> None:
 
     @app.task(name="conductor.run_step", bind=True, shared=False, max_retries=None)
     def run_step(self: Task, step_id: int) -> None:
-        try:
-            dispatch(orchestrator.run_step(step_id, self.request.hostname or ""))
-        except RateLimited as exc:
-            # Free this worker slot instead of waiting: hand the step back and come back later.
-            runtime.engine.release_step(step_id)
-            raise self.retry(countdown=exc.retry_after) from exc
+        _until_admitted(
+            self,
+            lambda: orchestrator.run_step(step_id, self.request.hostname or ""),
+            lambda: runtime.engine.release_step(step_id),
+        )
 
     @app.task(name="conductor.finalize", bind=True, shared=False)
     def finalize(self: Task, job_id: str) -> None:

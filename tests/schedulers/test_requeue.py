@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -46,40 +48,64 @@ def _wait_for_retries(service: Service, job_id: str, *, attempts: int, timeout: 
     raise AssertionError(f"the step was not retried {attempts} times: {service.job(job_id)}")
 
 
-def test_a_rate_limited_step_is_requeued_with_a_countdown_and_completes_when_the_slot_frees(tmp_path, redis_db):
-    server = ScriptedLLMServer(default_script()).start()
-    pool = limited_pool(server.base_url, providers={}, alpha_limits={"concurrency": 1})
-    # Waits at most 50 ms inside the task, then asks to come back in 0.3-0.6 s.
-    CountingLimiter.asked = 0
-    limiter = CountingLimiter(redis_db, pool, max_wait_s=0.05, busy_retry_after_s=0.3)
-    other_process = RedisLimiter(redis_db, pool)
+@contextlib.contextmanager
+def slot_held_elsewhere(redis_url: str, pool, spec) -> Iterator[Callable[[], float]]:
+    """Another process holds the only slot for `spec`; yields a function that frees it (and says when)."""
+    other_process = RedisLimiter(redis_url, pool)
     held, release = threading.Event(), threading.Event()
 
-    def hold_the_only_slot() -> None:
-        with other_process.slot(pool.workers[0], estimated_tokens=1):
+    def hold() -> None:
+        with other_process.slot(spec, estimated_tokens=1):
             held.set()
             release.wait(10)
 
-    holder = threading.Thread(target=hold_the_only_slot)
+    holder = threading.Thread(target=hold)
     holder.start()
     assert held.wait(5)
+
+    def free() -> float:
+        freed_at = time.monotonic()
+        release.set()
+        holder.join()
+        return freed_at
+
+    try:
+        yield free
+    finally:
+        release.set()
+        holder.join()
+
+
+@contextlib.contextmanager
+def limited_system(tmp_path, pool, limiter) -> Iterator[Service]:
     settings = make_settings(tmp_path, recursion=False)
     runtime = Runtime(settings, pool=pool, limiter=limiter)
     app = create_app(settings, runtime)
     runtime.migrate()
     try:
         with EmbeddedWorker(app, concurrency=2):
-            service = Service(runtime, app.conductor_dispatch)
+            yield Service(runtime, app.conductor_dispatch)
+    finally:
+        runtime.close()
+
+
+def test_a_rate_limited_step_is_requeued_with_a_countdown_and_completes_when_the_slot_frees(tmp_path, redis_db):
+    server = ScriptedLLMServer(default_script()).start()
+    pool = limited_pool(server.base_url, providers={}, alpha_limits={"concurrency": 1})
+    # Waits at most 50 ms inside the task, then asks to come back in 0.3-0.6 s.
+    CountingLimiter.asked = 0
+    limiter = CountingLimiter(redis_db, pool, max_wait_s=0.05, busy_retry_after_s=0.3)
+    try:
+        with (
+            slot_held_elsewhere(redis_db, pool, pool.workers[0]) as free,
+            limited_system(tmp_path, pool, limiter) as service,
+        ):
             job_id, _ = service.submit(Problem(question="[wf:single] x"))
             mid = _wait_for_retries(service, job_id, attempts=3)
-            freed_at = time.monotonic()
-            release.set()
-            holder.join()
+            freed_at = free()
             service.wait([job_id], timeout=30)
             job = service.job(job_id)
     finally:
-        release.set()
-        runtime.close()
         server.stop()
 
     # While the slot was held: handed back (ready) between retries, claimed again on each one.
@@ -99,35 +125,18 @@ def test_a_rate_limited_conductor_call_hands_its_round_back_and_plans_once_the_s
     server = ScriptedLLMServer(default_script()).start()
     pool = limited_pool(server.base_url, providers={"openai": {"concurrency": 1}})
     limiter = RedisLimiter(redis_db, pool, max_wait_s=0.05, busy_retry_after_s=0.3)
-    other_process = RedisLimiter(redis_db, pool)
-    held, release = threading.Event(), threading.Event()
-
-    def hold_the_provider() -> None:
-        with other_process.slot(pool.conductor, estimated_tokens=1):
-            held.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold_the_provider)
-    holder.start()
-    assert held.wait(5)
-    settings = make_settings(tmp_path, recursion=False)
-    runtime = Runtime(settings, pool=pool, limiter=limiter)
-    app = create_app(settings, runtime)
-    runtime.migrate()
     try:
-        with EmbeddedWorker(app, concurrency=2):
-            service = Service(runtime, app.conductor_dispatch)
+        with (
+            slot_held_elsewhere(redis_db, pool, pool.conductor) as free,
+            limited_system(tmp_path, pool, limiter) as service,
+        ):
             job_id, _ = service.submit(Problem(question="[wf:single] x"))
             time.sleep(1.5)  # several admissions refused meanwhile
             mid = service.job(job_id)
-            freed_at = time.monotonic()
-            release.set()
-            holder.join()
+            freed_at = free()
             service.wait([job_id], timeout=30)
             job = service.job(job_id)
     finally:
-        release.set()
-        runtime.close()
         server.stop()
 
     assert mid["status"] == "running" and mid["chains"][0]["rounds"][0]["status"] == "planning"
