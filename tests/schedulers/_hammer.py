@@ -73,6 +73,7 @@ def main(redis_url: str, base_url: str, threads: int, calls: int) -> None:
     Gateway(pool, model_home=Path(".")).call_worker("beta", [{"role": "user", "content": "warm up"}])
     print("ready", flush=True)
     sys.stdin.readline()
+    began = time.time()  # from here on this process is asking for admission
     errors: list[str] = []
 
     def run() -> None:
@@ -87,7 +88,7 @@ def main(redis_url: str, base_url: str, threads: int, calls: int) -> None:
         t.start()
     for t in workers:
         t.join()
-    print(json.dumps({"admitted": limiter.admitted, "errors": errors}), flush=True)
+    print(json.dumps({"began": began, "admitted": limiter.admitted, "errors": errors}), flush=True)
 
 
 if __name__ == "__main__":

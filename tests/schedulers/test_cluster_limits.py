@@ -66,7 +66,10 @@ def test_rate_and_concurrency_hold_across_two_processes(redis_db):
     calls = server.calls_for("scripted-worker-alpha")
     assert len(calls) == 2 * THREADS * CALLS
     a, b = (sorted(r["admitted"]) for r in results)
-    assert a[0] < b[-1] and b[0] < a[-1], "the two processes should have run at the same time"
+    # Both processes were competing at once: each began asking before the other was done.
+    # (Which one wins each slot is up to the limiter; fairness is not what this test is about.)
+    began_a, began_b = (r["began"] for r in results)
+    assert began_a < b[-1] and began_b < a[-1], "the two processes should have competed at the same time"
 
     timeline = [(round(c.started - calls[0].started, 3), round(c.ended - calls[0].started, 3)) for c in calls]
     assert _max_overlap([(c.started, c.ended) for c in calls]) == CONCURRENCY, (
