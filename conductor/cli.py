@@ -191,19 +191,16 @@ def beat(loglevel: str = typer.Option("INFO", "-l", "--loglevel")) -> None:
         run_beat(load_settings(), loglevel=loglevel)
 
 
-def _register_optional() -> None:
-    from conductor import cli_models, cli_serve
+def _register_subcommands() -> None:
+    # Imported here, not at the top: these modules import this one's helpers.
+    from conductor import cli_eval, cli_models, cli_serve
 
     app.add_typer(cli_models.app, name="models")
     app.command("serve")(cli_serve.serve_command)
-    try:
-        from conductor import cli_eval  # reward/eval commands
-    except ImportError:
-        return
     cli_eval.register(app)
 
 
-_register_optional()
+_register_subcommands()
 
 
 def main() -> None:

@@ -41,13 +41,13 @@ def running_system(settings: Settings, *, needs_worker: bool = True) -> Iterator
     from tasks.app import create_app
     from tasks.embedded import EmbeddedWorker
 
-    if settings.embedded:
+    runtime = Runtime(settings)
+    if settings.embedded and needs_worker and _uses_default_local_model(runtime):
         from conductor.local_model import is_pulled, pull_default_model
 
         if not is_pulled(settings.model_cache):
             typer.echo("pulling the default local model (first run only)...", err=True)
             pull_default_model(settings.model_cache)
-    runtime = Runtime(settings)
     app = create_app(settings, runtime)
     runtime.migrate()  # migrate before any task runs
     service = Service(runtime, app.conductor_dispatch)
@@ -61,6 +61,14 @@ def running_system(settings: Settings, *, needs_worker: bool = True) -> Iterator
             yield System(settings, runtime, service)
     finally:
         runtime.close()
+
+
+def _uses_default_local_model(runtime: Runtime) -> bool:
+    """Whether the pool calls the bundled model in-process (a hosted pool needs no download)."""
+    from conductor.local_model import DEFAULT_MODEL_NAME
+
+    pool = runtime.pool
+    return any(spec.model == f"local/{DEFAULT_MODEL_NAME}" for spec in [pool.conductor, *pool.workers])
 
 
 @contextlib.contextmanager

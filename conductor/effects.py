@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from conductor.states import ChainStatus, RoundKind
-from conductor.store.models import Chain
+from conductor.states import RoundKind
 from conductor.workflow import Workflow
 
 
@@ -61,10 +59,3 @@ class StepTask:
     def nested_question(self) -> str:
         parts = [f"Earlier work:\n{s}\n---\n{o}" for s, o in self.context]
         return "\n\n".join([*parts, self.subtask])
-
-
-AnswerChooser = Callable[[list[Chain]], Chain]
-
-
-def first_done(chains: list[Chain]) -> Chain:
-    return next(c for c in chains if c.status == ChainStatus.DONE.value)

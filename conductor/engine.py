@@ -14,7 +14,7 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from conductor.effects import AnswerChooser, Effects, RoundTask, StepTask, first_done
+from conductor.effects import Effects, RoundTask, StepTask
 from conductor.errors import PlanParseError
 from conductor.parser import parse_workflow
 from conductor.pool import Pool
@@ -70,8 +70,12 @@ class Engine:
                     eff.plans.append(self._new_round(s, chain, RoundKind.PLAN))
         return eff
 
-    def finalize(self, job_id: str, choose: AnswerChooser = first_done) -> bool:
-        """Close a job whose chains all ended. Returns True if this call closed it."""
+    def finalize(self, job_id: str) -> bool:
+        """Close a job whose chains all ended. Returns True if this call closed it.
+
+        The answer is the first successful sample's; with a verifier, scoring later moves it
+        to the best-scoring sample (reward_pipeline.rewards).
+        """
         with self.sessions.begin() as s:
             job = s.get_one(Job, job_id)
             if job.status != JobStatus.RUNNING.value or job.open_chains > 0:
@@ -80,7 +84,7 @@ class Engine:
             chains.sort(key=lambda c: c.sample_index)
             done = [c for c in chains if c.status == ChainStatus.DONE.value]
             if done:
-                best = choose(chains)
+                best = done[0]
                 status, answer, error, chain_id = JobStatus.DONE, best.answer, None, best.id
             else:
                 errors = [c.error or "unknown error" for c in chains]

@@ -5,7 +5,7 @@ No Celery here: tasks call these methods and enqueue the `Effects` they return.
 
 from __future__ import annotations
 
-from conductor.effects import Effects, first_done
+from conductor.effects import Effects
 from conductor.errors import RateLimited, WorkerCallError
 from conductor.prompt import build_plan_messages, build_replan_messages, build_step_messages
 from conductor.runtime import Runtime
@@ -93,7 +93,7 @@ class Orchestrator:
         )
 
     def finalize(self, job_id: str) -> bool:
-        return self.rt.engine.finalize(job_id, first_done)
+        return self.rt.engine.finalize(job_id)
 
     def recover(self) -> Effects:
         return self.rt.engine.recover()

@@ -53,8 +53,17 @@ class Service:
         budget_usd: float | None = None,
     ) -> tuple[str, bool]:
         """Create a job and start it; returns (job_id, created). A repeated idempotency key returns the first job."""
-        job = self._new_job(problem, samples, tenant_id, None, None, idempotency_key, priority, webhook_url)
-        job.options, job.budget_tokens, job.budget_usd = options or {}, budget_tokens, budget_usd
+        job = self._new_job(
+            problem,
+            samples=samples,
+            tenant_id=tenant_id,
+            idempotency_key=idempotency_key,
+            priority=priority,
+            webhook_url=webhook_url,
+            options=options,
+            budget_tokens=budget_tokens,
+            budget_usd=budget_usd,
+        )
         try:
             with self.rt.sessions.begin() as s:
                 s.add(job)
@@ -87,9 +96,18 @@ class Service:
                 continue
             if limit is not None and len(jobs) >= limit:
                 break
-            job = self._new_job(item, samples, tenant_id, batch.id, line, None, 5, None)
-            job.options, job.budget_tokens, job.budget_usd = options or {}, budget_tokens, budget_usd
-            jobs.append(job)
+            jobs.append(
+                self._new_job(
+                    item,
+                    samples=samples,
+                    tenant_id=tenant_id,
+                    batch_id=batch.id,
+                    line_no=line,
+                    options=options,
+                    budget_tokens=budget_tokens,
+                    budget_usd=budget_usd,
+                )
+            )
         batch.total, batch.rejected = len(jobs), report.rejected
         with self.rt.sessions.begin() as s:
             s.add(batch)
@@ -102,33 +120,39 @@ class Service:
     def _new_job(
         self,
         problem: Problem,
+        *,
         samples: int | None,
         tenant_id: str | None,
-        batch_id: str | None,
-        line_no: int | None,
-        key: str | None,
-        priority: int,
-        webhook_url: str | None,
+        batch_id: str | None = None,
+        line_no: int | None = None,
+        idempotency_key: str | None = None,
+        priority: int = 5,
+        webhook_url: str | None = None,
+        options: dict[str, Any] | None = None,
+        budget_tokens: int | None = None,
+        budget_usd: float | None = None,
     ) -> Job:
         return Job(
             tenant_id=tenant_id,
             batch_id=batch_id,
             line_no=line_no,
             external_id=problem.id,
-            idempotency_key=key,
+            idempotency_key=idempotency_key,
             priority=priority,
             status=JobStatus.QUEUED.value,
             problem=problem.model_dump(),
             samples=samples or self.rt.settings.samples,
             webhook_url=webhook_url,
-            options={},
+            options=options or {},
+            budget_tokens=budget_tokens,
+            budget_usd=budget_usd,
         )
 
     def _by_key(self, tenant_id: str | None, key: str | None) -> str:
         with self.rt.sessions() as s:
             job_id = s.scalar(
                 select(Job.id).where(
-                    Job.tenant_id.is_(tenant_id) if tenant_id is None else Job.tenant_id == tenant_id,
+                    Job.tenant_id == tenant_id,  # None compiles to IS NULL
                     Job.idempotency_key == key,
                 )
             )
@@ -213,13 +237,18 @@ class Service:
         that gates a checkpoint would make the gate meaningless.
         """
         count = 0
+        rewards_by_job: dict[str, list[Reward]] = {}  # one query per job, not one per round
         with self.rt.sessions() as s, out.open("w") as fh:
             q = select(Round).where(Round.completion_text.is_not(None)).order_by(Round.id)
             for rnd in s.scalars(q):
-                line = trace_line(rnd, s)
-                if not include_eval and "eval" in (line["job_options"] or {}):
+                job = rnd.chain.job
+                if not include_eval and "eval" in (job.options or {}):
                     continue
-                fh.write(json.dumps(line) + "\n")
+                if job.id not in rewards_by_job:
+                    rewards_by_job[job.id] = list(
+                        s.scalars(select(Reward).where(Reward.job_id == job.id).order_by(Reward.id))
+                    )
+                fh.write(json.dumps(trace_line(rnd, rewards_by_job[job.id])) + "\n")
                 count += 1
         return count
 
@@ -335,19 +364,15 @@ def _pick_reward(rewards: list[Reward], round_id: int) -> Reward | None:
     return None
 
 
-def trace_line(rnd: Round, s: Any) -> dict[str, Any]:
+def trace_line(rnd: Round, job_rewards: list[Reward]) -> dict[str, Any]:
+    """One round as a training record; `job_rewards` are its job's rewards, oldest first."""
     chain = rnd.chain
     job = chain.job
-    rewards = s.scalars(
-        select(Reward)
-        .where(
-            Reward.job_id == job.id,
-            (Reward.round_id == rnd.id)
-            | (Reward.chain_id == chain.id)
-            | (Reward.chain_id.is_(None) & Reward.round_id.is_(None)),
-        )
-        .order_by(Reward.id)
-    ).all()
+    rewards = [
+        r
+        for r in job_rewards
+        if r.round_id == rnd.id or r.chain_id == chain.id or (r.chain_id is None and r.round_id is None)
+    ]
     reward = _pick_reward(rewards, rnd.id)
     return {
         "job_id": job.id,

@@ -52,5 +52,4 @@ class StepStatus(StrEnum):
     SKIPPED = "skipped"  #: its round failed or was abandoned before it ran
 
 
-TERMINAL_STEP = {StepStatus.DONE, StepStatus.FAILED, StepStatus.SKIPPED}
 TERMINAL_JOB = {JobStatus.DONE, JobStatus.FAILED, JobStatus.BUDGET_EXCEEDED}

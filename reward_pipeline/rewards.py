@@ -272,38 +272,27 @@ def _snap(c: Chain) -> _ChainSnap:
 
 
 def _chain_reward(job_id: str, c: _ChainSnap, verdict: Verdict | None, verifier: str, scheme: RewardScheme) -> Reward:
-    base = {"kind": "chain", "sample": c.sample}
+    details: dict[str, Any] = {"kind": "chain", "sample": c.sample}
     if verdict is not None:
-        return Reward(
-            job_id=job_id,
-            chain_id=c.id,
-            round_id=c.last_round_id,
-            value=scheme.value(verdict),
-            correct=verdict.correct,
-            verifier=verdict.verifier,
-            source="verifier",
-            details={**base, "reason": verdict.reason, "evidence": verdict.details, "score": verdict.score},
-        )
-    if not c.ever_parsed:
-        return Reward(
-            job_id=job_id,
-            chain_id=c.id,
-            round_id=c.last_round_id,
-            value=scheme.unparseable,
-            correct=False,
-            verifier=PARSE_VERIFIER,
-            source="verifier",
-            details={**base, "reason": f"no parseable workflow: {c.error or 'no answer'}"},
-        )
+        value, correct, verifier = scheme.value(verdict), verdict.correct, verdict.verifier
+        details.update(reason=verdict.reason, evidence=verdict.details, score=verdict.score)
+    elif not c.ever_parsed:
+        value, correct, verifier = scheme.unparseable, False, PARSE_VERIFIER
+        details.update(reason=f"no parseable workflow: {c.error or 'no answer'}")
+    else:
+        # Parsed but ended without an answer (a failed step, a budget): flagged so the trainer
+        # can drop infrastructure failures rather than learn from them.
+        value, correct = scheme.wrong, False
+        details.update(reason=f"no answer: {c.error or c.status}", failed=True)
     return Reward(
         job_id=job_id,
         chain_id=c.id,
         round_id=c.last_round_id,
-        value=scheme.wrong,
-        correct=False,
+        value=value,
+        correct=correct,
         verifier=verifier,
         source="verifier",
-        details={**base, "reason": f"no answer: {c.error or c.status}", "failed": True},
+        details=details,
     )
 
 

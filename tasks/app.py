@@ -47,7 +47,6 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Celery:
         task_send_sent_event=True,
     )
     runtime = runtime or Runtime(settings)
-    app.conductor_runtime = runtime  # type: ignore[attr-defined]
     from tasks.pipeline import register
 
     register(app, runtime)
