@@ -25,9 +25,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm
 
-from conductor import local_backend
-from conductor.local_model import pull_default_model
-from conductor.vllm_server import VllmServer
+from conductor.inference import local_backend
+from conductor.inference.local_model import pull_default_model
+from conductor.inference.vllm_server import VllmServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOPICS = [

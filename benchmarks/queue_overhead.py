@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conductor.gateway import Gateway
-from conductor.problem import Problem
-from conductor.prompt import build_step_messages
-from conductor.workflow import Workflow
+from conductor.domain.problem import Problem
+from conductor.domain.prompts import build_step_messages
+from conductor.domain.workflow import Workflow
+from conductor.inference.gateway import Gateway
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
 from tests.support.system import embedded_system
@@ -63,9 +63,9 @@ def through_cluster(pool, n: int) -> float | None:
     except Exception as exc:
         print(f"(skipping Redis+PostgreSQL: {exc})")
         return None
-    from conductor.runtime import Runtime
-    from conductor.service import Service
-    from conductor.settings import Settings
+    from conductor.app.runtime import Runtime
+    from conductor.app.service import Service
+    from conductor.config.settings import Settings
     from tasks.app import create_app
     from tests.support.cluster import cluster_env, workers, write_pool
 

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from conductor.problem import Problem
+from conductor.domain.problem import Problem
 from reward_pipeline.sandbox import detect_isolation
 from reward_pipeline.verifiers.code_exec import CodeVerifier
 from reward_pipeline.verifiers.math_equiv import MathVerifier, MathWorkerPool

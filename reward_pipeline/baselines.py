@@ -29,9 +29,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from conductor.errors import InputError
-from conductor.pool import Pool
-from conductor.problem import Problem
+from conductor.config.pool import Pool
+from conductor.domain.errors import InputError
+from conductor.domain.problem import Problem
 
 __all__ = ["METHOD_NAMES", "Method", "parse_method", "parse_methods"]
 

@@ -46,12 +46,12 @@ from typing import Any
 
 from sqlalchemy import select
 
-from conductor.errors import InputError, VerifierError
-from conductor.inputs import read_problems
-from conductor.problem import Problem
-from conductor.runtime import Runtime
-from conductor.service import Service
-from conductor.states import TERMINAL_JOB
+from conductor.app.runtime import Runtime
+from conductor.app.service import Service
+from conductor.domain.errors import InputError, VerifierError
+from conductor.domain.inputs import read_problems
+from conductor.domain.problem import Problem
+from conductor.domain.states import TERMINAL_JOB
 from conductor.store.models import Job, Reward
 from reward_pipeline.baselines import Method
 from reward_pipeline.report import aggregate, markdown, plot_accuracy_by_benchmark, plot_accuracy_vs_tokens

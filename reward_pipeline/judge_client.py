@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from conductor.errors import ConfigError
-from conductor.gateway import Gateway
-from conductor.runtime import Runtime
+from conductor.app.runtime import Runtime
+from conductor.domain.errors import ConfigError
+from conductor.inference.gateway import Gateway
 from reward_pipeline.verifiers import JudgeVerifier
 
 __all__ = ["DEFAULT_JUDGE_WORKER", "judge_complete", "judge_worker_name", "make_judge"]

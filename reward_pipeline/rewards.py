@@ -43,10 +43,10 @@ from typing import Any
 
 from sqlalchemy import delete, exists, select, update
 
-from conductor.errors import ConductorError, InputError, NotFound, VerifierError
-from conductor.problem import Problem
-from conductor.runtime import Runtime
-from conductor.states import TERMINAL_JOB, ChainStatus, JobStatus, ParseStatus, RoundKind, RoundStatus
+from conductor.app.runtime import Runtime
+from conductor.domain.errors import ConductorError, InputError, NotFound, VerifierError
+from conductor.domain.problem import Problem
+from conductor.domain.states import TERMINAL_JOB, ChainStatus, JobStatus, ParseStatus, RoundKind, RoundStatus
 from conductor.store.models import Chain, Job, Reward, Round
 from reward_pipeline.verifiers import Verdict, Verifier, verdict_from_feedback, verifier_for
 

@@ -11,8 +11,8 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from conductor.errors import ConfigError
-from conductor.settings import Settings
+from conductor.config.settings import Settings
+from conductor.domain.errors import ConfigError
 from schedulers import keys
 
 BEAT_LOCK_TTL_S = 60

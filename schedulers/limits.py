@@ -49,8 +49,8 @@ from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.storage import RedisStorage
 from limits.strategies import MovingWindowRateLimiter, RateLimiter, SlidingWindowCounterRateLimiter
 
-from conductor.errors import RateLimited
-from conductor.pool import Limits, ModelSpec, Pool
+from conductor.config.pool import Limits, ModelSpec, Pool
+from conductor.domain.errors import RateLimited
 from schedulers import keys
 
 log = logging.getLogger(__name__)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from celery import Celery
 from kombu import Exchange, Queue
 
-from conductor.runtime import Runtime
-from conductor.settings import Settings
+from conductor.app.runtime import Runtime
+from conductor.config.settings import Settings
 
 QUEUES = ("conductor", "llm", "reward", "train", "default")
 ROUTES = {

@@ -1,5 +1,5 @@
 """The pipeline tasks: solve, plan, replan, run_step, finalize, reap. Each is a thin wrapper over
-`conductor.orchestrator.Orchestrator`; what becomes runnable is enqueued by `Dispatcher`."""
+`conductor.app.orchestrator.Orchestrator`; what becomes runnable is enqueued by `Dispatcher`."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 from celery import Celery, Task
 
-from conductor.effects import Effects
-from conductor.errors import RateLimited
-from conductor.orchestrator import Orchestrator
-from conductor.runtime import Runtime
+from conductor.app.orchestrator import Orchestrator
+from conductor.app.runtime import Runtime
+from conductor.domain.effects import Effects
+from conductor.domain.errors import RateLimited
 from reward_pipeline.rewards import unscored_jobs
 from tasks.scoring import enqueue_score, job_has_reference, register_scoring
 

@@ -14,8 +14,8 @@ import threading
 
 from celery import Celery, Task
 
-from conductor.errors import NotFound, VerifierError
-from conductor.runtime import Runtime
+from conductor.app.runtime import Runtime
+from conductor.domain.errors import NotFound, VerifierError
 from reward_pipeline.judge_client import make_judge
 from reward_pipeline.rewards import JobNotFinished, job_has_reference, score_job
 from reward_pipeline.verifiers import Verifier

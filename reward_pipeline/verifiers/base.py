@@ -9,7 +9,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any, Protocol, runtime_checkable
 
-from conductor.problem import Problem
+from conductor.domain.problem import Problem
 
 __all__ = [
     "Verdict",

@@ -17,8 +17,8 @@ import textwrap
 import warnings
 from typing import Any
 
-from conductor.errors import VerifierError
-from conductor.problem import Problem
+from conductor.domain.errors import VerifierError
+from conductor.domain.problem import Problem
 from reward_pipeline.sandbox import SandboxLimits, SandboxSetupError, run_python, source_line
 from reward_pipeline.verifiers.base import Verdict
 

@@ -7,8 +7,8 @@ import math
 import re
 from typing import Any
 
-from conductor.errors import VerifierError
-from conductor.problem import Problem
+from conductor.domain.errors import VerifierError
+from conductor.domain.problem import Problem
 from reward_pipeline.verifiers.base import Verdict
 
 __all__ = ["FeedbackVerifier", "feedback_score", "verdict_from_feedback"]

@@ -7,8 +7,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from conductor.errors import VerifierError
-from conductor.problem import Problem
+from conductor.domain.errors import VerifierError
+from conductor.domain.problem import Problem
 from reward_pipeline.verifiers.base import Verdict
 
 __all__ = ["JudgeVerifier", "build_judge_messages", "parse_judge_score"]

@@ -29,8 +29,8 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from conductor.errors import VerifierError
-from conductor.problem import Problem
+from conductor.domain.errors import VerifierError
+from conductor.domain.problem import Problem
 from reward_pipeline.verifiers.base import Verdict
 
 __all__ = ["MathCheckTimeout", "MathVerifier", "MathWorkerPool", "default_pool"]

@@ -9,8 +9,8 @@ import string
 from functools import lru_cache
 from typing import Any
 
-from conductor.errors import VerifierError
-from conductor.problem import Problem
+from conductor.domain.errors import VerifierError
+from conductor.domain.problem import Problem
 from reward_pipeline.verifiers.base import ANSWER_IS_RE, Verdict, extract_boxed
 
 __all__ = ["MultipleChoiceVerifier", "extract_choice", "reference_letter"]

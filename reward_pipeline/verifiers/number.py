@@ -6,8 +6,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from conductor.errors import VerifierError
-from conductor.problem import Problem
+from conductor.domain.errors import VerifierError
+from conductor.domain.problem import Problem
 from reward_pipeline.verifiers.base import (
     ANSWER_IS_RE,
     FRAC_ANY_RE,

@@ -6,11 +6,11 @@ import threading
 
 import pytest
 
+from conductor.app.runtime import Runtime
+from conductor.app.service import Service
+from conductor.config.settings import Settings
+from conductor.domain.problem import Problem
 from conductor.engine import Engine
-from conductor.problem import Problem
-from conductor.runtime import Runtime
-from conductor.service import Service
-from conductor.settings import Settings
 from tests.support.pools import scripted_pool
 
 FANOUT = "```python\nmodel_id = [0, 1, 0]\nsubtasks = ['a', 'b', 'join']\naccess_list = [[], [], [0, 1]]\n```"

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from conductor.errors import RateLimited, WorkerCallError
-from conductor.gateway import Gateway
-from conductor.pool import Pool
-from conductor.problem import Problem
+from conductor.config.pool import Pool
+from conductor.domain.errors import RateLimited, WorkerCallError
+from conductor.domain.problem import Problem
+from conductor.inference.gateway import Gateway
 from tests.conftest import default_script
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
@@ -58,7 +58,7 @@ def test_retry_after_is_honoured_until_the_call_succeeds(tmp_path):
 
 
 def test_a_long_retry_after_hands_the_work_back_to_the_queue_instead_of_sleeping(tmp_path):
-    from conductor.errors import RateLimited
+    from conductor.domain.errors import RateLimited
 
     server = _server(lambda model, messages, body: Reply(status=429, headers={"Retry-After": "45"}, error="busy"))
     try:
@@ -174,7 +174,7 @@ def test_models_check_reports_each_model_and_fails_if_any_did(tmp_path):
     import yaml
     from typer.testing import CliRunner
 
-    from conductor.cli import app
+    from conductor.cli.main import app
 
     def script(model, messages, body):
         if model.endswith("beta"):

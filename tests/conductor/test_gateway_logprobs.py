@@ -20,10 +20,10 @@ from litellm.types.utils import ChoiceLogprobs, Choices, Message, ModelResponse
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from conductor.gateway import Gateway, parse_logprobs, parse_prompt_token_ids
-from conductor.local_backend import Generation
-from conductor.pool import Pool
-from conductor.problem import Problem
+from conductor.config.pool import Pool
+from conductor.domain.problem import Problem
+from conductor.inference.gateway import Gateway, parse_logprobs, parse_prompt_token_ids
+from conductor.inference.local_backend import Generation
 from conductor.store.models import Round
 from tests.conftest import MODEL_HOME
 from tests.support.pools import scripted_pool
@@ -89,7 +89,7 @@ def test_text_tokens_keep_logprobs_but_never_guess_ids(make):
 
 @SHAPES
 def test_disagreeing_token_id_lists_drop_the_ids_and_warn(make, caplog):
-    with caplog.at_level(logging.WARNING, logger="conductor.gateway"):
+    with caplog.at_level(logging.WARNING, logger="conductor.inference.gateway"):
         ids, logprobs = parse_logprobs(make(["token_id:5", "token_id:7"], [-0.5, -1.0], token_ids=[5, 8]))
     assert ids is None and logprobs == [-0.5, -1.0]
     assert "disagree" in caplog.text

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import conductor.parser as parser_module
-from conductor.errors import PlanParseError
-from conductor.parser import ERROR_KINDS, MAX_COMPLETION_CHARS, extract_block, parse_workflow
-from conductor.workflow import Step, Workflow
+import conductor.domain.parser as parser_module
+from conductor.domain.errors import PlanParseError
+from conductor.domain.parser import ERROR_KINDS, MAX_COMPLETION_CHARS, extract_block, parse_workflow
+from conductor.domain.workflow import Step, Workflow
 
 PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

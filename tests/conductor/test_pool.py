@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conductor.errors import ConfigError
-from conductor.pool import BUNDLED, CONDUCTOR_WORKER_NAME, load_pool
+from conductor.config.pool import BUNDLED, CONDUCTOR_WORKER_NAME, load_pool
+from conductor.domain.errors import ConfigError
 
 BAD = sorted((Path(__file__).parent / "bad_pools").glob("*.yaml"))
 BUNDLED_POOLS = sorted(BUNDLED.glob("*.yaml"))
@@ -95,7 +95,7 @@ def test_the_open_weights_pool_runs_on_vllm_servers():
 def test_models_list_shows_the_pool_as_the_conductor_sees_it(tmp_path):
     from typer.testing import CliRunner
 
-    from conductor.cli import app
+    from conductor.cli.main import app
 
     result = CliRunner().invoke(
         app, ["models", "list", "--pool", "frontier.yaml"], env={"CONDUCTOR_HOME": str(tmp_path)}
@@ -112,7 +112,7 @@ def test_models_list_shows_the_pool_as_the_conductor_sees_it(tmp_path):
 def test_models_list_names_a_bad_pool_file(tmp_path):
     from typer.testing import CliRunner
 
-    from conductor.cli import app
+    from conductor.cli.main import app
 
     bad = BAD[0]
     result = CliRunner().invoke(app, ["models", "list", "--pool", str(bad)], env={"CONDUCTOR_HOME": str(tmp_path)})

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conductor.parser import parse_workflow
-from conductor.prompt import (
+from conductor.domain.parser import parse_workflow
+from conductor.domain.prompts import (
     MAX_PREVIOUS_ANSWER_CHARS,
     WorkerCard,
     build_plan_messages,
@@ -16,7 +16,7 @@ from conductor.prompt import (
     build_step_messages,
     few_shot_examples,
 )
-from conductor.workflow import Workflow
+from conductor.domain.workflow import Workflow
 
 POOL = [
     WorkerCard("smol", "SmolLM2-135M-Instruct: tiny and fast, for easy questions."),

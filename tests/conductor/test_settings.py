@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from conductor.settings import Settings
+from conductor.config.settings import Settings
 
 
 def test_settings_come_from_prefixed_environment_variables(monkeypatch, tmp_path):

@@ -42,7 +42,7 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
         LITELLM_LOCAL_MODEL_COST_MAP="True",
     )
     return subprocess.run(
-        [sys.executable, "-m", "conductor.cli", *args],
+        [sys.executable, "-m", "conductor.cli.main", *args],
         env=env,
         cwd=REPO,
         capture_output=True,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from conductor.pool import load_pool
-from conductor.problem import Problem
-from conductor.runtime import Runtime
+from conductor.app.runtime import Runtime
+from conductor.config.pool import load_pool
+from conductor.domain.problem import Problem
 from reward_pipeline.judge_client import make_judge
 from tests.conftest import MODEL_HOME
 from tests.support.system import embedded_system, make_settings
@@ -64,8 +64,8 @@ def test_a_concurrency_cap_in_redis_serialises_real_local_model_calls(home, redi
     import threading
     import time
 
-    from conductor.gateway import Gateway
-    from conductor.pool import Limits
+    from conductor.config.pool import Limits
+    from conductor.inference.gateway import Gateway
     from schedulers.limits import RedisLimiter
 
     pool = _small_pool()

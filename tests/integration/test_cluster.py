@@ -9,10 +9,10 @@ from collections import Counter
 import pytest
 from sqlalchemy import select
 
-from conductor.problem import Problem
-from conductor.runtime import Runtime
-from conductor.service import Service
-from conductor.settings import Settings
+from conductor.app.runtime import Runtime
+from conductor.app.service import Service
+from conductor.config.settings import Settings
+from conductor.domain.problem import Problem
 from conductor.store.models import Job, Step
 from tasks.app import create_app
 from tests.conftest import default_script

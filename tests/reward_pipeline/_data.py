@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conductor.problem import Problem
+from conductor.domain.problem import Problem
 
 DATA = Path(os.environ.get("CONDUCTOR_DATA_DIR", Path(__file__).resolve().parents[3] / "shared" / "data"))
 

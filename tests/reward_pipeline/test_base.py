@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from conductor.problem import Problem
+from conductor.domain.problem import Problem
 from reward_pipeline.verifiers import (
     CodeVerifier,
     JudgeVerifier,

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conductor.errors import VerifierError
-from conductor.problem import Problem
+from conductor.domain.errors import VerifierError
+from conductor.domain.problem import Problem
 from reward_pipeline.verifiers.code_exec import CodeVerifier, build_program, extract_code
 from tests.reward_pipeline._data import humaneval, humaneval_problem, mbpp_problem, mbpp_test
 

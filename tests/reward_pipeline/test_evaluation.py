@@ -16,10 +16,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from conductor.cli import app as cli
-from conductor.errors import InputError
-from conductor.inputs import read_problems
-from conductor.problem import Problem
+from conductor.cli.main import app as cli
+from conductor.domain.errors import InputError
+from conductor.domain.inputs import read_problems
+from conductor.domain.problem import Problem
 from conductor.store.models import Reward
 from reward_pipeline.baselines import parse_method, parse_methods
 from reward_pipeline.evaluation import majority_vote

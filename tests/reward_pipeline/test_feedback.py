@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conductor.errors import VerifierError
-from conductor.problem import Problem
+from conductor.domain.errors import VerifierError
+from conductor.domain.problem import Problem
 from reward_pipeline.verifiers.feedback import FeedbackVerifier, feedback_score, verdict_from_feedback
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from conductor.errors import VerifierError
-from conductor.problem import Problem
+from conductor.domain.errors import VerifierError
+from conductor.domain.problem import Problem
 from reward_pipeline.verifiers.judge import JudgeVerifier, build_judge_messages, parse_judge_score
 
 HAIKU = Problem(question="Write a haiku about rain.", kind="text", rubric="Three lines, 5-7-5 syllables, about rain.")

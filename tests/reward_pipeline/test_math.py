@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conductor.errors import VerifierError
-from conductor.problem import Problem
+from conductor.domain.errors import VerifierError
+from conductor.domain.problem import Problem
 from reward_pipeline.verifiers.math_equiv import MathVerifier, MathWorkerPool
 from tests.reward_pipeline._data import math500
 

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from conductor.errors import VerifierError
-from conductor.problem import Problem
+from conductor.domain.errors import VerifierError
+from conductor.domain.problem import Problem
 from reward_pipeline.verifiers.mc import MultipleChoiceVerifier, extract_choice, reference_letter
 from tests.reward_pipeline._data import mmlu, mmlu_problem
 

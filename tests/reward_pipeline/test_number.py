@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conductor.problem import Problem
+from conductor.domain.problem import Problem
 from reward_pipeline.verifiers.number import NumberVerifier, extract_final_number, reference_number
 from tests.reward_pipeline._data import gsm8k
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from conductor.problem import Problem
+from conductor.domain.problem import Problem
 from conductor.store.models import Reward
 from reward_pipeline.rewards import RewardScheme, record_feedback, score_job
 from tests.support.pools import scripted_pool

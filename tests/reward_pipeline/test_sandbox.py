@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conductor.problem import Problem
+from conductor.domain.problem import Problem
 from reward_pipeline.sandbox import SandboxLimits, detect_isolation, run_python
 from reward_pipeline.verifiers.code_exec import CodeVerifier
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from conductor.pool import ModelSpec, Pool
+from conductor.config.pool import ModelSpec, Pool
 
 CONCURRENCY = 2
 RPS = 5
@@ -62,7 +62,7 @@ class RecordingLimiter:
 
 
 def main(redis_url: str, base_url: str, threads: int, calls: int) -> None:
-    from conductor.gateway import Gateway
+    from conductor.inference.gateway import Gateway
     from schedulers.limits import RedisLimiter
 
     pool = limited_pool(base_url)

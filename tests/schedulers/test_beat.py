@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conductor.errors import ConfigError
+from conductor.domain.errors import ConfigError
 from schedulers.beat import beat_schedule, single_beat
 from tests.support.system import make_settings
 

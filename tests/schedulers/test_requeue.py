@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from conductor.problem import Problem
-from conductor.runtime import Runtime
-from conductor.service import Service
+from conductor.app.runtime import Runtime
+from conductor.app.service import Service
+from conductor.domain.problem import Problem
 from schedulers.limits import RedisLimiter
 from tasks.app import create_app
 from tasks.embedded import EmbeddedWorker

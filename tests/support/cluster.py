@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from conductor.pool import Pool
+from conductor.config.pool import Pool
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,7 +43,7 @@ class Proc:
         self.log = log
         self._fh = log.open("w")
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "conductor.cli", *args],
+            [sys.executable, "-m", "conductor.cli.main", *args],
             env=env,
             cwd=REPO,
             stdout=self._fh,

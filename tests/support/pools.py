@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conductor.pool import Pool
+from conductor.config.pool import Pool
 
 
 def scripted_pool(

@@ -10,10 +10,10 @@ from typing import Any
 
 from celery import Celery
 
-from conductor.pool import Pool
-from conductor.runtime import Runtime
-from conductor.service import Service
-from conductor.settings import Settings
+from conductor.app.runtime import Runtime
+from conductor.app.service import Service
+from conductor.config.pool import Pool
+from conductor.config.settings import Settings
 from tasks.app import create_app
 from tasks.embedded import EmbeddedWorker
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conductor.problem import Problem
+from conductor.domain.problem import Problem
 from tests.conftest import default_script
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import ScriptedLLMServer
@@ -46,8 +46,8 @@ def test_a_dependent_step_sees_its_input_and_starts_after_it(tmp_path):
 
 def test_the_embedded_worker_reaps_a_step_whose_worker_died_with_it(tmp_path):
     """No beat process in embedded mode: the in-process worker runs the reaper itself."""
-    from conductor.runtime import Runtime
-    from conductor.service import Service
+    from conductor.app.runtime import Runtime
+    from conductor.app.service import Service
     from tasks.app import create_app
     from tasks.embedded import EmbeddedWorker
     from tests.support.system import make_settings

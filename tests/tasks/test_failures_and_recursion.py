@@ -6,7 +6,7 @@ import json
 
 from sqlalchemy import select
 
-from conductor.problem import Problem
+from conductor.domain.problem import Problem
 from conductor.store.models import Round, Step
 from tests.conftest import default_script
 from tests.support.pools import scripted_pool

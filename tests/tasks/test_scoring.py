@@ -13,8 +13,8 @@ import pytest
 from celery.signals import after_task_publish
 from typer.testing import CliRunner
 
-from conductor.cli import app as cli
-from conductor.problem import Problem
+from conductor.cli.main import app as cli
+from conductor.domain.problem import Problem
 from tasks import scoring
 from tests.conftest import MODEL_HOME
 from tests.reward_pipeline.test_rewards import eval_script, scripted_server, wait_scored

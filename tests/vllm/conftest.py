@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conductor.local_model import pull_default_model
-from conductor.vllm_server import VllmServer, default_python
+from conductor.inference.local_model import pull_default_model
+from conductor.inference.vllm_server import VllmServer, default_python
 from tests.conftest import MODEL_HOME
 
 SERVED = "smol-base"

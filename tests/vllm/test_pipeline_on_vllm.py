@@ -19,10 +19,10 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from conductor.inputs import read_problems
-from conductor.pool import Pool
-from conductor.problem import Problem
-from conductor.vllm_server import VllmServer, list_models, load_lora_adapter, unload_lora_adapter
+from conductor.config.pool import Pool
+from conductor.domain.inputs import read_problems
+from conductor.domain.problem import Problem
+from conductor.inference.vllm_server import VllmServer, list_models, load_lora_adapter, unload_lora_adapter
 from tests.conftest import DATA
 from tests.support.system import System, embedded_system
 

@@ -14,7 +14,7 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from conductor.vllm_server import (
+from conductor.inference.vllm_server import (
     TOKEN_ID_EXTRA_BODY,
     VllmServer,
     VllmServerError,

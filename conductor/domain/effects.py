@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from conductor.states import RoundKind
-from conductor.workflow import Workflow
+from conductor.domain.states import RoundKind
+from conductor.domain.workflow import Workflow
 
 
 @dataclass

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from conductor.workflow import Workflow
+from conductor.domain.workflow import Workflow
 
 __all__ = [
     "MAX_PREVIOUS_ANSWER_CHARS",

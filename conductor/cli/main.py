@@ -9,9 +9,9 @@ from pathlib import Path
 
 import typer
 
-from conductor.cli_common import echo_json, errors_to_exit_codes, load_settings, running_system
-from conductor.errors import InputError
-from conductor.problem import Problem
+from conductor.cli.common import echo_json, errors_to_exit_codes, load_settings, running_system
+from conductor.domain.errors import InputError
+from conductor.domain.problem import Problem
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 traces_app = typer.Typer(no_args_is_help=True, help="Conductor traces for GRPO training.")
@@ -193,7 +193,9 @@ def beat(loglevel: str = typer.Option("INFO", "-l", "--loglevel")) -> None:
 
 def _register_subcommands() -> None:
     # Imported here, not at the top: these modules import this one's helpers.
-    from conductor import cli_eval, cli_models, cli_serve
+    from conductor.cli import eval as cli_eval
+    from conductor.cli import models as cli_models
+    from conductor.cli import serve as cli_serve
 
     app.add_typer(cli_models.app, name="models")
     app.command("serve")(cli_serve.serve_command)

@@ -12,10 +12,10 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
-from conductor.errors import ConductorError, ConfigError, InputError, NotFound
-from conductor.runtime import Runtime
-from conductor.service import Service
-from conductor.settings import Settings
+from conductor.app.runtime import Runtime
+from conductor.app.service import Service
+from conductor.config.settings import Settings
+from conductor.domain.errors import ConductorError, ConfigError, InputError, NotFound
 
 EXIT_CODES = {NotFound: 4, InputError: 3, ConfigError: 2}
 
@@ -43,7 +43,7 @@ def running_system(settings: Settings, *, needs_worker: bool = True) -> Iterator
 
     runtime = Runtime(settings)
     if settings.embedded and needs_worker and _uses_default_local_model(runtime):
-        from conductor.local_model import is_pulled, pull_default_model
+        from conductor.inference.local_model import is_pulled, pull_default_model
 
         if not is_pulled(settings.model_cache):
             typer.echo("pulling the default local model (first run only)...", err=True)
@@ -65,7 +65,7 @@ def running_system(settings: Settings, *, needs_worker: bool = True) -> Iterator
 
 def _uses_default_local_model(runtime: Runtime) -> bool:
     """Whether the pool calls the bundled model in-process (a hosted pool needs no download)."""
-    from conductor.local_model import DEFAULT_MODEL_NAME
+    from conductor.inference.local_model import DEFAULT_MODEL_NAME
 
     pool = runtime.pool
     return any(spec.model == f"local/{DEFAULT_MODEL_NAME}" for spec in [pool.conductor, *pool.workers])

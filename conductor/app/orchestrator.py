@@ -5,11 +5,11 @@ No Celery here: tasks call these methods and enqueue the `Effects` they return.
 
 from __future__ import annotations
 
-from conductor.effects import Effects
-from conductor.errors import RateLimited, WorkerCallError
-from conductor.prompt import build_plan_messages, build_replan_messages, build_step_messages
-from conductor.runtime import Runtime
-from conductor.states import RoundKind
+from conductor.app.runtime import Runtime
+from conductor.domain.effects import Effects
+from conductor.domain.errors import RateLimited, WorkerCallError
+from conductor.domain.prompts import build_plan_messages, build_replan_messages, build_step_messages
+from conductor.domain.states import RoundKind
 
 
 class Orchestrator:

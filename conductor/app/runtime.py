@@ -7,10 +7,10 @@ from functools import cached_property
 from sqlalchemy import Engine as SqlEngine
 from sqlalchemy.orm import Session, sessionmaker
 
+from conductor.config.pool import Pool, load_pool
+from conductor.config.settings import Settings
 from conductor.engine import Engine
-from conductor.gateway import CallLimiter, Gateway
-from conductor.pool import Pool, load_pool
-from conductor.settings import Settings
+from conductor.inference.gateway import CallLimiter, Gateway
 from conductor.store.db import make_engine, session_factory, upgrade
 
 

@@ -40,8 +40,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from conductor.errors import InputError
-from conductor.problem import Problem
+from conductor.domain.errors import InputError
+from conductor.domain.problem import Problem
 
 __all__ = ["FORMATS", "detect_format", "read_problems"]
 

@@ -3,7 +3,7 @@
 The Conductor ends its answer with one fenced block that assigns ``model_id``, ``subtasks`` and
 ``access_list``. We parse that block with :func:`ast.parse` and read each value with
 :func:`ast.literal_eval`, so nothing the model wrote is ever executed. Any defect raises
-:class:`~conductor.errors.PlanParseError` whose ``kind`` is one of :data:`ERROR_KINDS`; the
+:class:`~conductor.domain.errors.PlanParseError` whose ``kind`` is one of :data:`ERROR_KINDS`; the
 training reward treats every kind the same (0), but the kind and the detail are what an
 operator reads when a policy starts emitting broken plans.
 
@@ -49,8 +49,8 @@ import ast
 import re
 import warnings
 
-from conductor.errors import PlanParseError
-from conductor.workflow import Access, Workflow
+from conductor.domain.errors import PlanParseError
+from conductor.domain.workflow import Access, Workflow
 
 __all__ = [
     "ERROR_KINDS",

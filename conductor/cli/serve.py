@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
-from conductor.local_model import DEFAULT_MODEL_NAME, pull_default_model
-from conductor.settings import Settings
-from conductor.vllm_server import VllmServer, VllmServerError, default_python
+from conductor.config.settings import Settings
+from conductor.inference.local_model import DEFAULT_MODEL_NAME, pull_default_model
+from conductor.inference.vllm_server import VllmServer, VllmServerError, default_python
 
 
 def resolve_model(model: str, home: Path) -> Path:
@@ -89,7 +89,7 @@ def serve_command(
         raise typer.Exit(code)
 
 
-# Standalone single-command app (`python -m conductor.cli_serve`, tests); the main CLI
+# Standalone single-command app (`python -m conductor.cli.serve`, tests); the main CLI
 # should register `serve_command` itself rather than nest this app.
 app = typer.Typer(help="Serve a local model with vLLM (OpenAI-compatible API).", add_completion=False)
 app.command("serve")(serve_command)

@@ -12,11 +12,11 @@ from typing import Any, Protocol
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from conductor.errors import InputError, NotFound
-from conductor.inputs import read_problems
-from conductor.problem import Problem
-from conductor.runtime import Runtime
-from conductor.states import TERMINAL_JOB, JobStatus
+from conductor.app.runtime import Runtime
+from conductor.domain.errors import InputError, NotFound
+from conductor.domain.inputs import read_problems
+from conductor.domain.problem import Problem
+from conductor.domain.states import TERMINAL_JOB, JobStatus
 from conductor.store.models import Batch, Chain, Job, Reward, Round, new_id
 
 

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from conductor.cli_common import echo_json, errors_to_exit_codes, load_settings, running_system
-from conductor.errors import InputError
+from conductor.cli.common import echo_json, errors_to_exit_codes, load_settings, running_system
+from conductor.domain.errors import InputError
 
 BenchmarkOpt = Annotated[
     str,
@@ -101,7 +101,7 @@ def verify_command(
     with errors_to_exit_codes():
         judge_verifier = None
         if judge:
-            from conductor.runtime import Runtime
+            from conductor.app.runtime import Runtime
             from reward_pipeline.judge_client import make_judge
 
             judge_verifier = make_judge(Runtime(load_settings()), judge)

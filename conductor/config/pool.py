@@ -12,8 +12,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from conductor.errors import ConfigError
-from conductor.prompt import WorkerCard
+from conductor.domain.errors import ConfigError
+from conductor.domain.prompts import WorkerCard
 
 BUNDLED = Path(__file__).parent / "pools"
 DEFAULT_POOL = BUNDLED / "local.yaml"

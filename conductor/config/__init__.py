@@ -1,0 +1,1 @@
+"""Configuration: the one settings object and worker pool files."""

@@ -1,0 +1,1 @@
+"""Model calls: the litellm gateway, the in-process transformers backend, the local model cache, vLLM."""
