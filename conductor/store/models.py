@@ -213,5 +213,23 @@ class Checkpoint(Base):
     path: Mapped[str | None] = mapped_column(Text)
     data_window: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    status: Mapped[str] = mapped_column(String(32), default="candidate")  # candidate | active | rejected
+    status: Mapped[str] = mapped_column(String(32), default="candidate")  # candidate | active | rejected | retired
+    stage: Mapped[str | None] = mapped_column(String(32))  # warmup | grpo
+    config: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    gate: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the evaluation gate's decision and numbers
+    promoted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class TrainingCycle(Base):
+    """One retraining cycle (dataset -> train -> gate -> promote), whatever started it."""
+
+    __tablename__ = "training_cycles"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    trigger: Mapped[str] = mapped_column(String(32))  # beat | manual | online
+    status: Mapped[str] = mapped_column(String(32), default="running", index=True)
+    checkpoint_id: Mapped[str | None] = mapped_column(String(200))
+    stats: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
