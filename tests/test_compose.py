@@ -56,7 +56,7 @@ def test_vllm_serves_the_conductor_on_a_gpu_with_runtime_lora():
     devices = vllm["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
     served = vllm["command"][vllm["command"].index("--served-model-name") + 1]
-    frontier = (REPO / "conductor" / "pools" / "frontier.yaml").read_text()
+    frontier = (REPO / "conductor" / "config" / "pools" / "frontier.yaml").read_text()
     assert f"hosted_vllm/{served}" in frontier and "http://vllm:8000/v1" in frontier
 
 
