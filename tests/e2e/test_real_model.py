@@ -22,7 +22,7 @@ def home(tmp_path: Path) -> Path:
     if not (MODEL_HOME / "models" / "smollm2-135m-instruct" / "config.json").exists():
         pytest.fail("the local model is missing: run `make model` (the test command does)")
     (tmp_path / "models").symlink_to(MODEL_HOME / "models")
-    pool = yaml.safe_load((REPO / "conductor" / "pools" / "local.yaml").read_text())
+    pool = yaml.safe_load((REPO / "conductor" / "config" / "pools" / "local.yaml").read_text())
     # Short completions keep the CPU run to a minute or two; the path is the same.
     pool["conductor"]["max_tokens"] = 160
     for w in pool["workers"]:
