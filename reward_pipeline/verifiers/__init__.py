@@ -10,7 +10,6 @@ from reward_pipeline.verifiers.base import (
     extract_final_answer,
     last_number,
     parse_number,
-    verifier_for,
 )
 from reward_pipeline.verifiers.code_exec import CodeVerifier, build_program, extract_code
 from reward_pipeline.verifiers.feedback import FeedbackVerifier, feedback_score, verdict_from_feedback
@@ -18,6 +17,7 @@ from reward_pipeline.verifiers.judge import JudgeVerifier, parse_judge_score
 from reward_pipeline.verifiers.math_equiv import MathVerifier, MathWorkerPool
 from reward_pipeline.verifiers.mc import MultipleChoiceVerifier, extract_choice
 from reward_pipeline.verifiers.number import NumberVerifier, extract_final_number
+from reward_pipeline.verifiers.routing import verifier_for
 
 __all__ = [
     "CodeVerifier",

@@ -14,6 +14,7 @@ import logging
 import os
 import resource
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -26,9 +27,21 @@ def _parse_gold(parse, gold: str) -> list:
     return []
 
 
-def _parse_pred(parse, pred: str) -> list:
+def _parse_pred(parse, pred: str, first: Sequence[str] = (), then: Sequence[str] = ()) -> list:
+    # Formulas after "the answer is" written without delimiters: math-verify cannot see them
+    # and would settle for an earlier delimited formula (a restated equation) instead.
+    for formula in first:
+        parsed = parse(f"${formula}$", parsing_timeout=None)
+        if parsed:
+            return parsed
     parsed = parse(pred, parsing_timeout=None)
-    if parsed or len(pred) > 300:
+    if parsed:
+        return parsed
+    for formula in then:
+        parsed = parse(f"${formula}$", parsing_timeout=None)
+        if parsed:
+            return parsed
+    if len(pred) > 300:
         return parsed
     # A bare expression ("\dfrac12") has no anchor math-verify recognises without delimiters.
     for text in (f"${pred}$", f"\\boxed{{{pred}}}"):
@@ -42,7 +55,7 @@ def _check(parse, verify, req: dict[str, Any]) -> dict[str, Any]:
     gold = _parse_gold(parse, req["gold"])
     if not gold:
         return {"error": "could not parse the reference answer", "gold": [], "pred": []}
-    pred = _parse_pred(parse, req["pred"])
+    pred = _parse_pred(parse, req["pred"], req.get("first", []), req.get("then", []))
     equal = bool(pred) and verify(gold, pred, float_rounding=int(req.get("float_rounding", 6)), timeout_seconds=None)
     return {"equal": bool(equal), "gold": [str(x) for x in gold], "pred": [str(x) for x in pred]}
 

@@ -1,5 +1,6 @@
-"""The shared shape of every verifier: the `Verdict` it returns, the `Verifier` protocol, the
-choice of verifier for a problem (`verifier_for`) and answer-extraction helpers for free text."""
+"""The shared shape of every verifier: the `Verdict` it returns, the `Verifier` protocol and
+answer-extraction helpers for free text. Concrete verifiers import this module; it imports none
+of them (the choice of verifier for a problem lives in `routing`)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from conductor.domain.problem import Problem
 __all__ = [
     "Verdict",
     "Verifier",
+    "bare_math_candidates",
     "extract_boxed",
     "extract_final_answer",
     "is_plain_number",
     "last_number",
     "parse_number",
-    "verifier_for",
 ]
 
 
@@ -169,43 +170,57 @@ def extract_final_answer(text: str) -> str | None:
     return last_number(text)
 
 
-# --------------------------------------------------------------------------- choosing a verifier
-
-_LETTER_RE = re.compile(r"^\s*\(?([A-Ja-j])\)?\s*\.?\s*$")
-
-
-def _is_letter(text: str | None) -> bool:
-    return bool(text and _LETTER_RE.match(text))
+# A whitespace token that belongs to a formula: digits, operators, braces, a LaTeX command, or a
+# single letter (a variable). Plain words ("because", "dollars") end a formula.
+_MATH_TOKEN_RE = re.compile(r"[$(\[{]*(?:\\[A-Za-z]+|[\d{}()\[\]^_+\-*/=<>|!'.,:;$\\−]|\b[A-Za-z]\b)+")
+_SENTENCE_END_RE = re.compile(r"[.;,:!?)\]]+$")
 
 
-def _source(problem: Problem) -> str:
-    meta = problem.metadata or {}
-    return " ".join(str(meta.get(k, "")) for k in ("source", "dataset", "benchmark")).lower()
+def _is_math_token(tok: str) -> bool:
+    m = _MATH_TOKEN_RE.fullmatch(tok)
+    return bool(m) and bool(re.search(r"[\d\\]", tok) or re.fullmatch(r"[$(]*[A-Za-z][$).,]*|[-+*/=<>^]", tok))
 
 
-def verifier_for(problem: Problem, *, judge: Verifier | None = None) -> Verifier | None:
-    """The verifier that can check answers to ``problem``, or None if nothing can.
-
-    code (tests present) -> code; mc (choices, or a bare letter answer) -> mc; math with a
-    plain-number reference or a GSM8K source -> number; other math (or an untyped LaTeX
-    answer) -> math; a rubric (or a text problem with a reference) -> ``judge`` if given.
-    """
-    from reward_pipeline.verifiers.code_exec import CodeVerifier
-    from reward_pipeline.verifiers.math_equiv import MathVerifier
-    from reward_pipeline.verifiers.mc import MultipleChoiceVerifier
-    from reward_pipeline.verifiers.number import NumberVerifier
-
-    kind = problem.kind
-    if problem.tests and kind in (None, "code"):
-        return CodeVerifier()
-    if kind == "code":
+def _clean_formula(tokens: list[str]) -> str | None:
+    formula = " ".join(tokens).strip()
+    formula = re.sub(r"\$+", "", formula).strip()
+    formula = _SENTENCE_END_RE.sub("", formula).strip() if not formula.endswith(("}", ")")) else formula
+    formula = re.sub(r"\\[dt]frac", r"\\frac", formula)
+    if not formula or not re.search(r"\d|\\[A-Za-z]", formula):
         return None
-    if problem.answer and (kind == "mc" or (kind is None and (problem.choices or _is_letter(problem.answer)))):
-        return MultipleChoiceVerifier()
-    if problem.answer and kind in (None, "math"):
-        if "gsm8k" in _source(problem) or is_plain_number(problem.answer) or "####" in problem.answer:
-            return NumberVerifier()
-        return MathVerifier()
-    if judge is not None and (problem.rubric or (kind == "text" and problem.answer)):
-        return judge
-    return None
+    # Unbalanced braces mean the formula was cut mid-way: not a usable answer.
+    return formula if formula.count("{") == formula.count("}") else None
+
+
+def bare_math_candidates(text: str) -> tuple[list[str], list[str]]:
+    """Formulas written without ``$`` delimiters, as (anchored, loose) lists, last first.
+
+    anchored: the formula right after each "the answer is" / "Answer:" ("the answer is
+    \\dfrac{7}{4}." -> "\\frac{7}{4}"); loose: the last run of formula tokens in the text
+    that holds a LaTeX command ("so x = \\tfrac{3}{2} is it" -> "x = \\frac{3}{2}").
+    ``\\dfrac`` and ``\\tfrac`` become ``\\frac``; trailing sentence punctuation is dropped.
+    """
+    anchored: list[str] = []
+    for m in reversed(list(ANSWER_IS_RE.finditer(text))):
+        tokens: list[str] = []
+        for tok in m["ans"].split():
+            if not _is_math_token(tok.strip("*")):
+                break
+            tokens.append(tok.strip("*"))
+            if tok.endswith((".", ";", "!", "?")):
+                break  # end of the sentence
+        formula = _clean_formula(tokens)
+        if formula and formula not in anchored:
+            anchored.append(formula)
+    loose: list[str] = []
+    run: list[str] = []
+    for tok in [*text.split(), "."]:
+        if _is_math_token(tok.strip("*")) and tok != ".":
+            run.append(tok.strip("*"))
+            continue
+        if run and any(re.search(r"\\[A-Za-z]", t) for t in run):
+            formula = _clean_formula(run)
+            if formula:
+                loose.insert(0, formula)
+        run = []
+    return anchored, loose

@@ -31,7 +31,7 @@ from typing import Any
 
 from conductor.domain.errors import VerifierError
 from conductor.domain.problem import Problem
-from reward_pipeline.verifiers.base import Verdict
+from reward_pipeline.verifiers.base import Verdict, bare_math_candidates, extract_boxed
 
 __all__ = ["MathCheckTimeout", "MathVerifier", "MathWorkerPool", "default_pool"]
 
@@ -145,12 +145,27 @@ class MathWorkerPool:
                     return w
         return _Worker(self.memory_bytes, self.startup_timeout_s)
 
-    def check(self, gold: str, pred: str, *, timeout_s: float, float_rounding: int = 6) -> dict[str, Any]:
-        """One equivalence check; raises MathCheckTimeout (worker killed) or VerifierError."""
+    def check(
+        self,
+        gold: str,
+        pred: str,
+        *,
+        timeout_s: float,
+        float_rounding: int = 6,
+        first: list[str] | None = None,
+        then: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """One equivalence check; raises MathCheckTimeout (worker killed) or VerifierError.
+
+        ``first``: formulas to try before math-verify's own extraction from ``pred`` (an
+        undelimited "the answer is \\frac{7}{4}"); ``then``: formulas to try when it finds none.
+        """
+        payload = {"gold": gold, "pred": pred, "float_rounding": float_rounding, "first": first or [],
+                   "then": then or []}  # fmt: skip
         with self._slots:
             w = self._take()
             try:
-                reply = w.request({"gold": gold, "pred": pred, "float_rounding": float_rounding}, timeout_s)
+                reply = w.request(payload, timeout_s)
             except MathCheckTimeout:
                 w.kill()
                 raise
@@ -216,7 +231,15 @@ class MathVerifier:
         if not answer or not answer.strip():
             return Verdict(False, self.name, "empty answer", details | {"extracted": None})
         try:
-            reply = self.pool.check(gold, answer, timeout_s=self.timeout_s, float_rounding=self.float_rounding)
+            anchored, loose = ([], []) if extract_boxed(answer) else bare_math_candidates(answer)
+            reply = self.pool.check(
+                gold,
+                answer,
+                timeout_s=self.timeout_s,
+                float_rounding=self.float_rounding,
+                first=anchored,
+                then=loose,
+            )
         except MathCheckTimeout:
             return Verdict(
                 False,

@@ -105,6 +105,30 @@ def _by_choice_text(text: str, choices: list[str], letters: str) -> tuple[str, s
     return None
 
 
+def _option_spans(text: str, choices: list[str], letters: str) -> list[tuple[int, int, int]]:
+    """(start, end, choice index) of every place where a choice's full text is written.
+
+    Only choices of three or more characters count; case, runs of whitespace and markdown/LaTeX
+    markup (``*_`$\\``) inside the text are ignored.
+    """
+    spans: list[tuple[int, int, int]] = []
+    for i, choice in enumerate(choices[: len(letters)]):
+        words = _norm(choice).split()
+        if len("".join(words)) < 3:
+            continue
+        gap = r"[\s*_`$\\]*"
+        body = r"[\s*_`$\\]+".join(gap.join(re.escape(ch) for ch in w) for w in words)
+        for m in re.finditer(rf"(?<!\w){body}(?!\w)", text, re.IGNORECASE):
+            spans.append((m.start(), m.end(), i))
+    return spans
+
+
+def _inside_option(pos: int, spans: list[tuple[int, int, int]]) -> tuple[int, int, int] | None:
+    """The longest option-text span that contains position ``pos``, if any."""
+    hits = [s for s in spans if s[0] <= pos < s[1]]
+    return max(hits, key=lambda s: s[1] - s[0]) if hits else None
+
+
 def extract_choice(
     text: str, choices: list[str] | None = None, *, n_choices: int | None = None
 ) -> tuple[str, str] | None:
@@ -136,14 +160,23 @@ def extract_choice(
         for i, c in enumerate(choices[: len(letters)]):
             if whole and whole == _norm(c):
                 return letters[i], "choice text"
+    spans = _option_spans(text, choices, letters) if choices else []
     for tier in (1, 2):
         if tier in found:
+            # A letter that is the start (or part) of a choice's full text ("the answer is: A =
+            # cyclohexanecarbaldehyde, B = TsOH") names that choice, not the letter's option.
+            span = _inside_option(found[tier][0], spans)
+            if span is not None:
+                return letters[span[2]], "choice text"
             return found[tier][1], found[tier][2]
     if choices:
         hit = _by_choice_text(text, choices, letters)
         if hit:
             return hit
     if 3 in found:
+        span = _inside_option(found[3][0], spans)
+        if span is not None:
+            return letters[span[2]], "choice text"
         return found[3][1], found[3][2]
     return None
 

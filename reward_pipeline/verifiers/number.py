@@ -3,6 +3,7 @@ compare it exactly with the reference (``1,234`` == ``1234``, ``$18.`` == ``18``
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -28,32 +29,69 @@ def _fmt(x: Fraction) -> str:
     return f"{as_float:g}" if Fraction(repr(as_float)) == x else f"{x.numerator}/{x.denominator}"
 
 
-def extract_final_number(text: str) -> tuple[Fraction, str, str] | None:
-    """(value, matched text, where it was found) for the final number a model committed to.
+_SENTENCE_RE = re.compile(r"(?<!\d)[.!?](?:\s|$)|[.!?](?=\s+[A-Z])|\n")
 
-    Looks, in order, at the last ``#### X``, the last ``\\boxed{X}``, the last "answer is X" /
-    "Answer: X", and finally the last number anywhere in the text.
-    """
-    for where, candidates in (
-        ("####", [m["ans"] for m in HASH_RE.finditer(text)]),
-        ("boxed", extract_boxed(text)),
-        ("answer is", [m["ans"] for m in ANSWER_IS_RE.finditer(text)]),
-    ):
-        for cand in reversed(candidates):
-            value = parse_number(cand)
-            if value is not None:
-                return value, cand.strip()[:80], where
-    # No anchor: the last number, where "\frac{a}{b}" counts as one number rather than two.
+
+def _numbers(text: str) -> list[tuple[int, str, Fraction]]:
+    """(position, text, value) of every number, where "\\frac{a}{b}" counts as one number."""
     fracs = [(m.start(), m.end(), m.group(0)) for m in FRAC_ANY_RE.finditer(text)]
     items = [(start, raw) for start, _, raw in fracs]
     items += [
         (m.start(), m.group(0)) for m in NUMBER_RE.finditer(text) if not any(s <= m.start() < e for s, e, _ in fracs)
     ]
-    for _, raw in sorted(items, reverse=True):
+    found = []
+    for pos, raw in sorted(items):
         value = parse_number(raw)
         if value is not None:
-            return value, raw.strip(), "last number"
-    return None
+            found.append((pos, raw.strip(), value))
+    return found
+
+
+def _phrase_number(phrase: str) -> tuple[Fraction, str] | None:
+    """The number an "answer is ..." phrase commits to: its first number, unless the sentence
+    works the answer out ("16 - 3 - 4 = 9 eggs at $2, so 9 * 2 = $18"): then the last result."""
+    sentence = _SENTENCE_RE.split(phrase, maxsplit=1)[0] or phrase
+    if "=" in sentence:
+        after = _numbers(sentence[sentence.rindex("=") + 1 :])
+        if after:
+            return after[0][2], after[0][1]
+    nums = _numbers(sentence) or _numbers(phrase)
+    return (nums[0][2], nums[0][1]) if nums else None
+
+
+def _question_numbers(question: str | None) -> set[Fraction]:
+    return {value for _, _, value in _numbers(question or "")}
+
+
+def extract_final_number(text: str, question: str | None = None) -> tuple[Fraction, str, str] | None:
+    """(value, matched text, where it was found) for the final number a model committed to.
+
+    Looks, in order, at the last ``#### X``, the last ``\\boxed{X}``, the last "answer is X" /
+    "Answer: X" (the result of a worked sentence: "= 9 ... = $18" gives 18), and finally the last
+    number anywhere in the text, skipping numbers the worker restates from ``question`` ("so she
+    makes $18 a day from her 16 eggs" gives 18) unless every number is one.
+    """
+    for where, candidates in (
+        ("####", [m["ans"] for m in HASH_RE.finditer(text)]),
+        ("boxed", extract_boxed(text)),
+    ):
+        for cand in reversed(candidates):
+            value = parse_number(cand)
+            if value is not None:
+                return value, cand.strip()[:80], where
+    for m in reversed(list(ANSWER_IS_RE.finditer(text))):
+        said = _phrase_number(m["ans"])
+        if said is not None:
+            return said[0], said[1][:80], "answer is"
+    # No anchor: the last number, less the ones restated from the question.
+    numbers = _numbers(text)
+    given = _question_numbers(question)
+    fresh = [n for n in numbers if n[2] not in given]
+    pool = fresh or numbers
+    if not pool:
+        return None
+    _, raw, value = pool[-1]
+    return value, raw, "last new number" if 0 < len(fresh) < len(numbers) else "last number"
 
 
 def reference_number(answer: str) -> Fraction | None:
@@ -76,7 +114,7 @@ class NumberVerifier:
         if expected is None:
             raise VerifierError(f"problem {problem.id or '?'} has no numeric reference answer: {problem.answer!r}")
         details: dict[str, Any] = {"expected": _fmt(expected), "reference": problem.answer}
-        found = extract_final_number(answer or "")
+        found = extract_final_number(answer or "", problem.question)
         if found is None:
             return Verdict(False, self.name, f"no number found in the answer, expected {_fmt(expected)}",
                            details | {"extracted": None})  # fmt: skip
