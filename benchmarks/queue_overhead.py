@@ -67,6 +67,7 @@ def through_cluster(pool, n: int) -> float | None:
     from conductor.app.service import Service
     from conductor.config.settings import Settings
     from tasks.app import create_app
+    from tasks.dispatch import Dispatcher
     from tests.support.cluster import cluster_env, workers, write_pool
 
     home = Path(tempfile.mkdtemp())
@@ -75,7 +76,7 @@ def through_cluster(pool, n: int) -> float | None:
     env = cluster_env(home, broker, db, write_pool(pool, home / "pool.yaml"), recursion="false")
     settings = Settings(home=home, broker_url=broker, database_url=db)
     runtime = Runtime(settings, pool=pool)
-    service = Service(runtime, create_app(settings, runtime).conductor_dispatch)
+    service = Service(runtime, Dispatcher(create_app(settings, runtime)))
     runtime.migrate()
     with workers(env, home, ["b1", "b2"], concurrency=8):
         started = time.perf_counter()

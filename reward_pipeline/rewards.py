@@ -38,16 +38,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, exists, select, update
+from sqlalchemy import delete, update
 
 from conductor.app.runtime import Runtime
-from conductor.domain.errors import ConductorError, InputError, NotFound, VerifierError
+from conductor.domain.errors import InputError, JobNotFinished, VerifierError
 from conductor.domain.problem import Problem
-from conductor.domain.states import TERMINAL_JOB, ChainStatus, JobStatus, ParseStatus, RoundKind, RoundStatus
-from conductor.store.models import Chain, Job, Reward, Round
+from conductor.domain.states import TERMINAL_JOB, ChainStatus, JobStatus, ParseStatus, RoundKind
+from conductor.store import queries
+from conductor.store.models import Chain, Job, Reward
 from reward_pipeline.verifiers import Verdict, Verifier, verdict_from_feedback, verifier_for
 
 __all__ = [
@@ -63,10 +63,6 @@ log = logging.getLogger(__name__)
 
 PARSE_VERIFIER = "parse"
 FEEDBACK = "feedback"
-
-
-class JobNotFinished(ConductorError):
-    """Scoring needs every chain of the job to have ended."""
 
 
 @dataclass(frozen=True)
@@ -105,24 +101,13 @@ class _ChainSnap:
 def job_has_reference(runtime: Runtime, job_id: str) -> bool:
     """Whether the job's problem carries something to check answers against (answer, tests, rubric)."""
     with runtime.sessions() as s:
-        problem = s.scalar(select(Job.problem).where(Job.id == job_id))
-    return bool(problem) and Problem.model_validate(problem).has_reference
+        return queries.has_reference(s, job_id)
 
 
 def unscored_jobs(runtime: Runtime, *, older_than_s: float, limit: int = 500) -> list[str]:
     """Finished jobs with a reference but no verifier reward: their score task was lost."""
-    cutoff = datetime.now(UTC) - timedelta(seconds=older_than_s)
     with runtime.sessions() as s:
-        rows = s.execute(
-            select(Job.id, Job.problem)
-            .where(
-                Job.status == "done",
-                Job.finished_at < cutoff,
-                ~exists().where(Reward.job_id == Job.id, Reward.source == "verifier"),
-            )
-            .limit(limit)
-        ).all()
-    return [job_id for job_id, problem in rows if Problem.model_validate(problem).has_reference]
+        return queries.unscored_jobs(s, older_than_s=older_than_s, limit=limit)
 
 
 def score_job(
@@ -142,9 +127,7 @@ def score_job(
     nothing is written: a group with a missing member would skew GRPO's group statistics).
     """
     with runtime.sessions() as s:
-        job = s.get(Job, job_id)
-        if job is None:
-            raise NotFound(f"no job {job_id}")
+        job = queries.get_job(s, job_id)
         if JobStatus(job.status) not in TERMINAL_JOB:
             raise JobNotFinished(f"job {job_id} is {job.status}; score it once it has finished")
         problem = Problem.model_validate(job.problem)
@@ -154,15 +137,8 @@ def score_job(
             if _complete(existing, check):
                 return existing
         samples, status = job.samples, job.status
-        chains = [_snap(c) for c in sorted(job.chains, key=lambda c: c.sample_index) if c.parent_step_id is None]
-        bad_rounds = [
-            (r.id, r.parse_error)
-            for r in s.scalars(
-                select(Round)
-                .where(Round.job_id == job_id, Round.status == RoundStatus.UNPARSEABLE.value)
-                .order_by(Round.id)
-            )
-        ]
+        chains = [_snap(c) for c in queries.top_chains(job)]
+        bad_rounds = [(r.id, r.parse_error) for r in queries.unparseable_rounds(s, job_id)]
 
     # Verification runs outside any transaction: it can take seconds per chain.
     verdicts: dict[int, Verdict] = {}
@@ -215,9 +191,7 @@ def record_feedback(runtime: Runtime, job_id: str, value: Any, *, scheme: Reward
         raise InputError(str(exc)) from exc
     score = float(verdict.score if verdict.score is not None else verdict.correct)
     with runtime.sessions.begin() as s:
-        job = s.get(Job, job_id)
-        if job is None:
-            raise NotFound(f"no job {job_id}")
+        job = queries.get_job(s, job_id)
         s.execute(delete(Reward).where(Reward.job_id == job_id, Reward.source == FEEDBACK))
         row = Reward(
             job_id=job_id,
@@ -241,9 +215,7 @@ def record_feedback(runtime: Runtime, job_id: str, value: Any, *, scheme: Reward
 
 # -- internals ---------------------------------------------------------------------------
 def _verifier_rewards(s: Any, job_id: str) -> list[Reward]:
-    rows = list(
-        s.scalars(select(Reward).where(Reward.job_id == job_id, Reward.source == "verifier").order_by(Reward.id))
-    )
+    rows = queries.verifier_rewards(s, job_id)
     for r in rows:
         s.expunge(r)
     return rows

@@ -57,6 +57,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from conductor.domain.errors import SandboxSetupError
+
 __all__ = [
     "Isolation",
     "SandboxLimits",
@@ -119,10 +121,6 @@ print(json.dumps({
     "tmp_entries": len(os.listdir("/tmp")),
 }))
 """
-
-
-class SandboxSetupError(RuntimeError):
-    """The sandbox itself could not start the program (not the program's fault)."""
 
 
 @dataclass(frozen=True)

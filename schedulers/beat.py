@@ -14,13 +14,14 @@ from collections.abc import Iterator
 from conductor.config.settings import Settings
 from conductor.domain.errors import ConfigError
 from schedulers import keys
+from tasks.names import TaskName
 
 BEAT_LOCK_TTL_S = 60
 
 
 def beat_schedule(settings: Settings) -> dict:
     return {
-        "reap-lost-work": {"task": "conductor.reap", "schedule": settings.reaper_interval_s},
+        "reap-lost-work": {"task": TaskName.REAP.value, "schedule": settings.reaper_interval_s},
     }
 
 

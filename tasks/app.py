@@ -7,24 +7,17 @@ from kombu import Exchange, Queue
 
 from conductor.app.runtime import Runtime
 from conductor.config.settings import Settings
+from tasks.names import QUEUES, ROUTES
+from tasks.names import Queue as QueueName
 
-QUEUES = ("conductor", "llm", "reward", "train", "default")
-ROUTES = {
-    "conductor.solve": {"queue": "default"},
-    "conductor.plan": {"queue": "conductor"},
-    "conductor.replan": {"queue": "conductor"},
-    "conductor.run_step": {"queue": "llm"},
-    "conductor.finalize": {"queue": "default"},
-    "conductor.reap": {"queue": "default"},
-    "conductor.score": {"queue": "reward"},
-}
+__all__ = ["QUEUES", "ROUTES", "create_app"]
 
 
 def create_app(settings: Settings, runtime: Runtime | None = None) -> Celery:
     app = Celery("conductor", broker=settings.broker_url, set_as_current=False)
     app.conf.update(
         task_queues=[Queue(q, Exchange(q, type="direct"), routing_key=q) for q in QUEUES],
-        task_default_queue="default",
+        task_default_queue=QueueName.DEFAULT.value,
         task_routes=ROUTES,
         task_serializer="json",
         accept_content=["json"],

@@ -7,7 +7,7 @@ import threading
 from celery import Celery
 from celery.worker import WorkController
 
-from tasks.app import QUEUES
+from tasks.names import QUEUES, TaskName
 
 
 class _Controller(WorkController):
@@ -68,7 +68,7 @@ class EmbeddedWorker:
     def _reap_periodically(self) -> None:
         assert self.reap_every_s is not None
         while not self._stop_reaping.wait(self.reap_every_s):
-            self.app.send_task("conductor.reap")
+            self.app.send_task(TaskName.REAP.value)
 
     def stop(self) -> None:
         self._stop_reaping.set()

@@ -1,6 +1,6 @@
 """The `conductor.score` task (reward queue): verify a finished job's chains and store rewards.
 
-Finalize enqueues it, with the deterministic task id ``score-<job_id>``, when the job's
+Finalize returns it as an `Effects.score` and the dispatcher sends it, with the deterministic task id ``score-<job_id>``, when the job's
 problem has a reference. Scoring is idempotent (`score_job` skips a job already scored), so
 a duplicate delivery or a manual re-send is harmless. A verifier that could not reach a
 verdict (sandbox setup, judge call) is retried with backoff; nothing is written until every
@@ -15,22 +15,19 @@ import threading
 from celery import Celery, Task
 
 from conductor.app.runtime import Runtime
-from conductor.domain.errors import NotFound, VerifierError
+from conductor.domain.errors import JobNotFinished, NotFound, VerifierError
 from reward_pipeline.judge_client import make_judge
-from reward_pipeline.rewards import JobNotFinished, job_has_reference, score_job
+from reward_pipeline.rewards import score_job
 from reward_pipeline.verifiers import Verifier
+from tasks.names import TaskName
 
-__all__ = ["SCORE_TASK", "enqueue_score", "job_has_reference", "register_scoring"]
+__all__ = ["SCORE_TASK", "register_scoring"]
 
 log = logging.getLogger(__name__)
 
-SCORE_TASK = "conductor.score"
+SCORE_TASK = TaskName.SCORE.value
 MAX_RETRIES = 3
 RETRY_BASE_S = 5.0  # doubled per retry: a sandbox or judge outage gets 5 s, 10 s, 20 s
-
-
-def enqueue_score(app: Celery, job_id: str) -> None:
-    app.send_task(SCORE_TASK, args=[job_id], task_id=f"score-{job_id}")
 
 
 def register_scoring(app: Celery, runtime: Runtime, *, judge: Verifier | None = None) -> None:

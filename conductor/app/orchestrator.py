@@ -1,15 +1,20 @@
-"""What one plan, replan or step task does: call the right model and hand the result to the engine.
+"""What one task does: call the right model and hand the result to the engine.
 
-No Celery here: tasks call these methods and enqueue the `Effects` they return.
+No Celery here: tasks call these methods and send the `Effects` they return.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from conductor.app.runtime import Runtime
-from conductor.domain.effects import Effects
-from conductor.domain.errors import RateLimited, WorkerCallError
+from conductor.domain.effects import Effects, RoundTask
+from conductor.domain.errors import BudgetExceeded, RateLimited, WorkerCallError
 from conductor.domain.prompts import build_plan_messages, build_replan_messages, build_step_messages
 from conductor.domain.states import RoundKind
+from conductor.domain.usage import Usage
+from conductor.engine import PlanRecord
+from conductor.store import queries
 
 
 class Orchestrator:
@@ -19,58 +24,48 @@ class Orchestrator:
     def start(self, job_id: str) -> Effects:
         return self.rt.engine.start_job(job_id)
 
-    def plan_round(self, round_id: int, worker: str = "") -> Effects:
-        engine, pool = self.rt.engine, self.rt.pool
-        task = engine.claim_round(round_id, worker)
+    def plan_round(self, round_id: int, host: str = "") -> Effects:
+        engine = self.rt.engine
+        task = engine.claim_round(round_id, host)
         if task is None:
             return Effects()
-        refused = engine.reserve_call(task.job_id)
-        if refused:
-            return engine.fail_round(round_id, refused)
-        max_steps = task.max_steps
-        if task.kind == RoundKind.REPLAN and task.previous is not None:
-            messages = build_replan_messages(
-                task.question,
-                pool.cards(),
-                previous=task.previous,
-                previous_answer=task.previous_answer or "",
-                max_steps=max_steps,
-            )
-        else:
-            messages = build_plan_messages(task.question, pool.cards(), max_steps=max_steps)
+        try:
+            engine.reserve_call(task.job_id)
+        except BudgetExceeded as exc:
+            return engine.fail_round(round_id, str(exc))
+        messages = self._plan_messages(task)
         try:
             c = self.rt.gateway.call_conductor(messages)
         except RateLimited:
             raise  # the task hands the round back and re-queues it
         except WorkerCallError as exc:
             return engine.fail_round(round_id, f"conductor call failed: {exc}")
-        return engine.record_plan(
-            round_id,
-            messages=messages,
-            text=c.text,
-            token_ids=c.token_ids,
-            logprobs=c.logprobs,
-            prompt_token_ids=c.prompt_token_ids,
-            model=c.model,
-            policy_version=c.policy_version,
-            sampling=c.sampling,
-            prompt_tokens=c.prompt_tokens,
-            completion_tokens=c.completion_tokens,
-            cost_usd=c.cost_usd,
-            latency_s=c.latency_s,
-        )
+        return engine.record_plan(round_id, PlanRecord(messages=messages, completion=c))
 
-    def run_step(self, step_id: int, worker: str = "") -> Effects:
+    def _plan_messages(self, task: RoundTask) -> list[dict[str, Any]]:
+        cards = self.rt.pool.cards()
+        if task.kind == RoundKind.REPLAN and task.previous is not None:
+            return build_replan_messages(
+                task.question,
+                cards,
+                previous=task.previous,
+                previous_answer=task.previous_answer or "",
+                max_steps=task.max_steps,
+            )
+        return build_plan_messages(task.question, cards, max_steps=task.max_steps)
+
+    def run_step(self, step_id: int, host: str = "") -> Effects:
         engine, pool = self.rt.engine, self.rt.pool
-        task = engine.claim_step(step_id, worker)
+        task = engine.claim_step(step_id, host)
         if task is None:
             return Effects()
         as_conductor = pool.is_conductor_index(task.worker_index)
         if as_conductor and task.depth < self.rt.settings.max_depth:
             return engine.start_nested(task)
-        refused = engine.reserve_call(task.job_id)
-        if refused:
-            return engine.fail_step(step_id, refused)
+        try:
+            engine.reserve_call(task.job_id)
+        except BudgetExceeded as exc:
+            return engine.fail_step(step_id, str(exc))
         messages = build_step_messages(task.subtask, task.context)
         try:
             if as_conductor:
@@ -86,14 +81,20 @@ class Orchestrator:
             step_id,
             c.text,
             model=f"{c.served_by}={c.model}" if c.served_by != task.worker_name else c.model,
-            prompt_tokens=c.prompt_tokens,
-            completion_tokens=c.completion_tokens,
-            cost_usd=c.cost_usd,
-            latency_s=c.latency_s,
+            usage=Usage(c.prompt_tokens, c.completion_tokens, c.cost_usd, c.latency_s),
         )
 
-    def finalize(self, job_id: str) -> bool:
-        return self.rt.engine.finalize(job_id)
+    def finalize(self, job_id: str) -> Effects:
+        """Close the job; a job whose problem has a reference is then scored."""
+        if not self.rt.engine.finalize(job_id):
+            return Effects()
+        with self.rt.sessions() as s:
+            verifiable = queries.has_reference(s, job_id)
+        return Effects(score=[job_id] if verifiable else [])
 
     def recover(self) -> Effects:
-        return self.rt.engine.recover()
+        """Lost pipeline work, and score tasks lost between finalize's commit and their sending."""
+        eff = self.rt.engine.recover()
+        with self.rt.sessions() as s:
+            eff.score += queries.unscored_jobs(s, older_than_s=self.rt.settings.ready_grace_s)
+        return eff

@@ -17,7 +17,9 @@ from conductor.domain.errors import InputError, NotFound
 from conductor.domain.inputs import read_problems
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB, JobStatus
+from conductor.store import queries
 from conductor.store.models import Batch, Chain, Job, Reward, Round, new_id
+from conductor.store.queries import result_line
 
 
 class Submitter(Protocol):
@@ -190,10 +192,7 @@ class Service:
 
     def job(self, job_id: str) -> dict[str, Any]:
         with self.rt.sessions() as s:
-            job = s.get(Job, job_id)
-            if job is None:
-                raise NotFound(f"no job {job_id}")
-            return job_view(job, s)
+            return job_view(queries.get_job(s, job_id), s)
 
     def result_lines(self, job_ids: Iterable[str]) -> Iterator[dict[str, Any]]:
         with self.rt.sessions() as s:
@@ -245,9 +244,7 @@ class Service:
                 if not include_eval and "eval" in (job.options or {}):
                     continue
                 if job.id not in rewards_by_job:
-                    rewards_by_job[job.id] = list(
-                        s.scalars(select(Reward).where(Reward.job_id == job.id).order_by(Reward.id))
-                    )
+                    rewards_by_job[job.id] = queries.job_rewards(s, job.id)
                 fh.write(json.dumps(trace_line(rnd, rewards_by_job[job.id])) + "\n")
                 count += 1
         return count
@@ -258,31 +255,9 @@ def _chunks(items: list[str], n: int) -> Iterator[list[str]]:
         yield items[i : i + n]
 
 
-def result_line(job: Job) -> dict[str, Any]:
-    chain = next((c for c in job.chains if c.id == job.answer_chain_id), None) or next(
-        (c for c in job.chains if c.parent_step_id is None), None
-    )
-    rounds = chain.rounds if chain else []
-    workflow = next((r.workflow for r in reversed(rounds) if r.workflow), None)
-    return {
-        "id": job.external_id or job.id,
-        "job_id": job.id,
-        "line": job.line_no,
-        "status": job.status,
-        "answer": job.answer,
-        "workflow": workflow,
-        "rounds": len(rounds),
-        "tokens": job.prompt_tokens + job.completion_tokens,
-        "cost": round(job.cost_usd, 8),
-        "seconds": round((job.finished_at - job.created_at).total_seconds(), 3)
-        if job.finished_at and job.created_at
-        else None,
-        "error": job.error,
-    }
-
-
 def job_view(job: Job, s: Any) -> dict[str, Any]:
-    rewards = s.scalars(select(Reward).where(Reward.job_id == job.id).order_by(Reward.id)).all()
+    """A job with its rounds, steps and rewards (`conductor status`)."""
+    rewards = queries.job_rewards(s, job.id)
     return {
         **result_line(job),
         "question": job.problem.get("question"),

@@ -39,6 +39,7 @@ def running_system(settings: Settings, *, needs_worker: bool = True) -> Iterator
     """The service, plus an in-process worker when the broker is memory:// (the embedded default)."""
     # Celery is imported here, not at module level: the transport stays out of the domain.
     from tasks.app import create_app
+    from tasks.dispatch import Dispatcher
     from tasks.embedded import EmbeddedWorker
 
     runtime = Runtime(settings)
@@ -50,7 +51,7 @@ def running_system(settings: Settings, *, needs_worker: bool = True) -> Iterator
             pull_default_model(settings.model_cache)
     app = create_app(settings, runtime)
     runtime.migrate()  # migrate before any task runs
-    service = Service(runtime, app.conductor_dispatch)
+    service = Service(runtime, Dispatcher(app))
     try:
         if settings.embedded and needs_worker:
             with EmbeddedWorker(

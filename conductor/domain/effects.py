@@ -1,4 +1,4 @@
-"""What the engine hands back: tasks that became runnable, and what a plan or step task needs."""
+"""What the engine hands back: follow-up work to send after commit, and what a plan or step task needs."""
 
 from __future__ import annotations
 
@@ -10,13 +10,18 @@ from conductor.domain.workflow import Workflow
 
 @dataclass
 class Effects:
-    """Tasks to enqueue once the transaction that produced them has committed."""
+    """Follow-up work to send once the transaction that produced it has committed.
+
+    The one way work is queued: pipeline tasks, scoring (and later webhooks) all come back
+    as Effects and one dispatcher (`tasks.dispatch.Dispatcher`) sends them.
+    """
 
     solve: list[str] = field(default_factory=list)
     plans: list[int] = field(default_factory=list)
     replans: list[int] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
     finalize: list[str] = field(default_factory=list)
+    score: list[str] = field(default_factory=list)  #: finished jobs whose problem has a reference
 
     def merge(self, other: Effects) -> Effects:
         self.solve += other.solve
@@ -24,10 +29,11 @@ class Effects:
         self.replans += other.replans
         self.steps += other.steps
         self.finalize += other.finalize
+        self.score += other.score
         return self
 
     def __bool__(self) -> bool:
-        return bool(self.solve or self.plans or self.replans or self.steps or self.finalize)
+        return bool(self.solve or self.plans or self.replans or self.steps or self.finalize or self.score)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,19 @@ class RateLimited(WorkerCallError):
 
 
 class BudgetExceeded(ConductorError):
-    """A job ran out of its model-call, token or cost budget."""
+    """A job ran out of its model-call, token or cost budget (the job ends as `budget_exceeded`)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"budget exhausted: {detail}")
+        self.detail = detail
+
+
+class JobNotFinished(ConductorError):
+    """Scoring needs every chain of the job to have ended."""
+
+
+class VllmServerError(ConductorError):
+    """The vLLM server could not start, or refused a request."""
 
 
 class InputError(ConductorError):
@@ -55,3 +67,11 @@ class VerifierError(ConductorError):
 
 class TrainingError(ConductorError):
     """Dataset export or GRPO training failed."""
+
+
+class SandboxSetupError(ConductorError):
+    """The code sandbox could not be set up (not the program's fault, so no verdict)."""
+
+
+class MathCheckTimeout(ConductorError):
+    """A math-equivalence check did not answer in time (its child process was killed)."""

@@ -35,7 +35,7 @@ from typing import Any, Self
 
 import httpx
 
-from conductor.domain.errors import ConductorError
+from conductor.domain.errors import VllmServerError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VENV = REPO_ROOT / ".venv-vllm"
@@ -55,10 +55,6 @@ if parent and sys.platform.startswith("linux"):
         sys.exit("parent exited before vLLM started")
 os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
 """
-
-
-class VllmServerError(ConductorError):
-    """The vLLM server could not be started, or an admin call to it failed."""
 
 
 def default_python() -> Path:

@@ -29,7 +29,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from conductor.domain.errors import VerifierError
+from conductor.domain.errors import MathCheckTimeout, VerifierError
 from conductor.domain.problem import Problem
 from reward_pipeline.verifiers.base import Verdict, bare_math_candidates, extract_boxed
 
@@ -37,10 +37,6 @@ __all__ = ["MathCheckTimeout", "MathVerifier", "MathWorkerPool", "default_pool"]
 
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-
-
-class MathCheckTimeout(Exception):
-    """The worker did not answer in time (it has been killed)."""
 
 
 class _Worker:

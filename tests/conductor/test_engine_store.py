@@ -10,7 +10,8 @@ from conductor.app.runtime import Runtime
 from conductor.app.service import Service
 from conductor.config.settings import Settings
 from conductor.domain.problem import Problem
-from conductor.engine import Engine
+from conductor.engine import Engine, PlanRecord
+from conductor.inference.gateway import Completion
 from tests.support.pools import scripted_pool
 
 FANOUT = "```python\nmodel_id = [0, 1, 0]\nsubtasks = ['a', 'b', 'join']\naccess_list = [[], [], [0, 1]]\n```"
@@ -42,7 +43,8 @@ def _planned_fanout(engine: Engine, runtime: Runtime) -> tuple[str, list[int]]:
     job_id, _ = Service(runtime, NoQueue()).submit(Problem(question="q"))
     (round_id,) = engine.start_job(job_id).plans
     assert engine.claim_round(round_id) is not None
-    roots = engine.record_plan(round_id, messages=[], text=FANOUT, token_ids=[1], logprobs=[-0.1], model="m").steps
+    completion = Completion(text=FANOUT, model="m", worker="conductor", token_ids=[1], logprobs=[-0.1])
+    roots = engine.record_plan(round_id, PlanRecord(messages=[], completion=completion)).steps
     return job_id, roots
 
 

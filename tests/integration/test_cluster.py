@@ -15,6 +15,7 @@ from conductor.config.settings import Settings
 from conductor.domain.problem import Problem
 from conductor.store.models import Job, Step
 from tasks.app import create_app
+from tasks.dispatch import Dispatcher
 from tests.conftest import default_script
 from tests.support.cluster import cluster_env, workers, write_pool
 from tests.support.pools import scripted_pool
@@ -28,7 +29,7 @@ def _client(home, broker, db, pool) -> Service:
     runtime = Runtime(settings, pool=pool)
     app = create_app(settings, runtime)
     runtime.migrate()
-    return Service(runtime, app.conductor_dispatch)
+    return Service(runtime, Dispatcher(app))
 
 
 def test_a_batch_of_twenty_mixed_workflows_completes_on_two_worker_processes(tmp_path, pg_url, redis_db):

@@ -14,6 +14,7 @@ from conductor.app.service import Service
 from conductor.domain.problem import Problem
 from schedulers.limits import RedisLimiter
 from tasks.app import create_app
+from tasks.dispatch import Dispatcher
 from tasks.embedded import EmbeddedWorker
 from tests.conftest import default_script
 from tests.schedulers._hammer import limited_pool
@@ -84,7 +85,7 @@ def limited_system(tmp_path, pool, limiter) -> Iterator[Service]:
     runtime.migrate()
     try:
         with EmbeddedWorker(app, concurrency=2):
-            yield Service(runtime, app.conductor_dispatch)
+            yield Service(runtime, Dispatcher(app))
     finally:
         runtime.close()
 

@@ -15,6 +15,7 @@ from conductor.app.service import Service
 from conductor.config.pool import Pool
 from conductor.config.settings import Settings
 from tasks.app import create_app
+from tasks.dispatch import Dispatcher
 from tasks.embedded import EmbeddedWorker
 
 
@@ -39,5 +40,5 @@ def embedded_system(home: Path, pool: Pool, *, concurrency: int = 4, **overrides
     app = create_app(settings, runtime)
     runtime.migrate()  # migrate before the worker starts taking tasks
     with EmbeddedWorker(app, concurrency=concurrency, reap_every_s=settings.reaper_interval_s):
-        yield System(settings, runtime, app, Service(runtime, app.conductor_dispatch))
+        yield System(settings, runtime, app, Service(runtime, Dispatcher(app)))
     runtime.close()

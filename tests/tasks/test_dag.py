@@ -49,6 +49,7 @@ def test_the_embedded_worker_reaps_a_step_whose_worker_died_with_it(tmp_path):
     from conductor.app.runtime import Runtime
     from conductor.app.service import Service
     from tasks.app import create_app
+    from tasks.dispatch import Dispatcher
     from tasks.embedded import EmbeddedWorker
     from tests.support.system import make_settings
 
@@ -67,7 +68,7 @@ def test_the_embedded_worker_reaps_a_step_whose_worker_died_with_it(tmp_path):
     app = create_app(settings, runtime)
     try:
         with EmbeddedWorker(app, concurrency=2, reap_every_s=settings.reaper_interval_s):
-            service = Service(runtime, app.conductor_dispatch)
+            service = Service(runtime, Dispatcher(app))
             service.wait([job_id], timeout=20)
             job = service.job(job_id)
     finally:

@@ -1,0 +1,16 @@
+"""What one model call cost: tokens, dollars and seconds (a value object the engine adds to a job)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.prompt_tokens or self.completion_tokens or self.cost_usd)

@@ -1,0 +1,153 @@
+"""Conductor rounds: lease a planning round, record the Conductor's completion and what it parsed
+to (a workflow, an accept, or nothing usable), fail or hand a round back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from conductor.domain.effects import Effects, RoundTask
+from conductor.domain.errors import PlanParseError
+from conductor.domain.parser import parse_workflow
+from conductor.domain.states import ChainStatus, ParseStatus, RoundKind, RoundStatus
+from conductor.domain.usage import Usage
+from conductor.domain.workflow import Workflow
+from conductor.engine.transitions import Transitions, now, updated
+from conductor.store import queries
+from conductor.store.models import Job, Round
+
+if TYPE_CHECKING:
+    from conductor.inference.gateway import Completion
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    """One Conductor call as a round stores it: the prompt sent and the gateway's completion.
+
+    The completion carries the policy version and sampling settings fixed at call time (the
+    pool's Conductor may have been switched to a new checkpoint while the call was in flight).
+    """
+
+    messages: list[dict[str, Any]]
+    completion: Completion
+
+    @property
+    def usage(self) -> Usage:
+        c = self.completion
+        return Usage(c.prompt_tokens, c.completion_tokens, c.cost_usd, c.latency_s)
+
+
+class RoundRules(Transitions):
+    def claim_round(self, round_id: int, host: str = "") -> RoundTask | None:
+        """Lease a planning round; None if another Celery host holds it or it already ended."""
+        with self.sessions.begin() as s:
+            t = now()
+            claimed = updated(
+                s,
+                update(Round)
+                .where(
+                    Round.id == round_id,
+                    Round.status == RoundStatus.PLANNING.value,
+                    (Round.lease_until.is_(None)) | (Round.lease_until < t),
+                )
+                .values(attempts=Round.attempts + 1, lease_until=t + timedelta(seconds=self.settings.step_lease_s)),
+            )
+            if not claimed:
+                return None
+            rnd = s.get_one(Round, round_id)
+            is_replan = rnd.kind == RoundKind.REPLAN.value
+            previous = queries.latest_answer_round(s, rnd.chain_id, before=rnd.round_index) if is_replan else None
+            return RoundTask(
+                round_id=rnd.id,
+                job_id=rnd.job_id,
+                kind=RoundKind(rnd.kind),
+                max_steps=self._max_steps(rnd.chain.job),
+                question=rnd.chain.question,
+                previous=Workflow.from_lists(**(previous.workflow or {})) if previous else None,
+                previous_answer=previous.answer if previous else None,
+            )
+
+    def record_plan(self, round_id: int, plan: PlanRecord) -> Effects:
+        """Store the Conductor's completion on its round and act on what it parsed to."""
+        with self.sessions.begin() as s:
+            rnd = s.get_one(Round, round_id)
+            if rnd.status != RoundStatus.PLANNING.value:
+                return Effects()  # a duplicate delivery: the first one recorded this round
+            self._store_completion(s, rnd, plan)
+            try:
+                workflow = parse_workflow(
+                    plan.completion.text,
+                    pool_size=len(self.pool.cards()),
+                    max_steps=self._max_steps(rnd.chain.job),
+                    allow_empty=rnd.kind == RoundKind.REPLAN.value,
+                )
+            except PlanParseError as exc:
+                rnd.parse_status, rnd.parse_error = ParseStatus.FAILED.value, str(exc)
+                rnd.status, rnd.finished_at = RoundStatus.UNPARSEABLE.value, now()
+                return self._after_unparseable(s, rnd)
+            if workflow.is_empty:
+                rnd.parse_status, rnd.status, rnd.finished_at = ParseStatus.ACCEPT.value, RoundStatus.ACCEPTED.value, now()
+                return self._keep_previous_answer(s, rnd)
+            rnd.parse_status = ParseStatus.OK.value
+            return Effects(steps=self._start_workflow(s, rnd, workflow))
+
+    def fail_round(self, round_id: int, error: str) -> Effects:
+        """The Conductor call itself failed (after retries) or the budget ran out."""
+        with self.sessions.begin() as s:
+            ended = updated(
+                s,
+                update(Round)
+                .where(Round.id == round_id, Round.status == RoundStatus.PLANNING.value)
+                .values(status=RoundStatus.FAILED.value, error=error, finished_at=now(), lease_until=None),
+            )
+            if not ended:
+                return Effects()
+            return self._end_chain_after_failure(s, s.get_one(Round, round_id).chain_id, error)
+
+    def release_round(self, round_id: int) -> None:
+        """Hand a leased planning round back (its Conductor call hit a limit); refund the call."""
+        with self.sessions.begin() as s:
+            row = s.execute(
+                update(Round)
+                .where(Round.id == round_id, Round.status == RoundStatus.PLANNING.value)
+                .values(lease_until=None, attempts=Round.attempts - 1)
+                .returning(Round.job_id)
+            ).first()
+            if row is not None:
+                s.execute(update(Job).where(Job.id == row[0]).values(model_calls=Job.model_calls - 1))
+
+    def _store_completion(self, s: Session, rnd: Round, plan: PlanRecord) -> None:
+        c = plan.completion
+        rnd.prompt_messages = plan.messages
+        rnd.prompt_token_ids = c.prompt_token_ids
+        rnd.completion_text = c.text
+        rnd.completion_token_ids = c.token_ids
+        rnd.completion_logprobs = c.logprobs
+        rnd.conductor_model = c.model
+        rnd.policy_version = c.policy_version
+        rnd.sampling = c.sampling
+        rnd.prompt_tokens, rnd.completion_tokens, rnd.cost_usd = c.prompt_tokens, c.completion_tokens, c.cost_usd
+        rnd.latency_s = c.latency_s
+        rnd.lease_until = None
+        self._add_usage(s, rnd.job_id, plan.usage)
+
+    def _after_unparseable(self, s: Session, rnd: Round) -> Effects:
+        """Resample the plan, else run the pool's fallback worker, else fail the chain."""
+        if rnd.kind == RoundKind.REPLAN.value:
+            return self._keep_previous_answer(s, rnd)  # a garbled replan keeps the chain's answer
+        chain = rnd.chain
+        failures = sum(1 for r in chain.rounds if r.status == RoundStatus.UNPARSEABLE.value)
+        if failures <= self.settings.plan_retries and chain.rounds_used < self.settings.max_rounds:
+            return Effects(plans=[self._new_round(s, chain, RoundKind.PLAN).id])
+        fallback_name = self.settings.fallback_worker or self.pool.fallback_worker
+        if fallback_name:
+            index = [w.name for w in self.pool.workers].index(self.pool.worker(fallback_name).name)
+            fallback = self._new_round(s, chain, RoundKind.FALLBACK)
+            return Effects(steps=self._start_workflow(s, fallback, Workflow.from_lists([index], [chain.question], [[]])))
+        return self._finish_chain(
+            s, chain.id, ChainStatus.FAILED, error=f"no valid plan after {failures} attempts: {rnd.parse_error}"
+        )

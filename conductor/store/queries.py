@@ -1,0 +1,133 @@
+"""The reads several layers share: a job, its top-level chains, its rewards, its result line.
+
+Each takes an open session; none commits. Written once here so the engine, the service, the
+reward pipeline and evaluation ask the same question the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import exists, func, select
+from sqlalchemy.orm import Session
+
+from conductor.domain.errors import NotFound
+from conductor.domain.problem import Problem
+from conductor.domain.states import TERMINAL_JOB, JobStatus, RoundStatus
+from conductor.store.models import Chain, Job, Reward, Round
+
+VERIFIER = "verifier"  #: `Reward.source` of rewards a verifier wrote (not a user's feedback)
+TERMINAL = [s.value for s in TERMINAL_JOB]
+
+
+def get_job(s: Session, job_id: str) -> Job:
+    """The job, or NotFound."""
+    job = s.get(Job, job_id)
+    if job is None:
+        raise NotFound(f"no job {job_id}")
+    return job
+
+
+def top_chains(job: Job) -> list[Chain]:
+    """The job's samples (chains that are not nested Conductor calls), by sample index."""
+    return sorted((c for c in job.chains if c.parent_step_id is None), key=lambda c: c.sample_index)
+
+
+def job_rewards(s: Session, job_id: str) -> list[Reward]:
+    """Every reward of a job, oldest first."""
+    return list(s.scalars(select(Reward).where(Reward.job_id == job_id).order_by(Reward.id)))
+
+
+def verifier_rewards(s: Session, job_id: str, *, chains_only: bool = False) -> list[Reward]:
+    """The verifier rewards of a job, oldest first; `chains_only`: only the per-sample ones."""
+    q = select(Reward).where(Reward.job_id == job_id, Reward.source == VERIFIER)
+    if chains_only:
+        q = q.where(Reward.chain_id.is_not(None))
+    return list(s.scalars(q.order_by(Reward.id)))
+
+
+def scored(s: Session, job_ids: Iterable[str]) -> set[str]:
+    """Which of these jobs have per-sample verifier rewards."""
+    ids = list(job_ids)
+    if not ids:
+        return set()
+    q = select(Reward.job_id).where(
+        Reward.job_id.in_(ids), Reward.source == VERIFIER, Reward.chain_id.is_not(None)
+    )
+    return set(s.scalars(q))
+
+
+def ended(s: Session, job_ids: Iterable[str]) -> set[str]:
+    """Which of these jobs are in a terminal state."""
+    return set(s.scalars(select(Job.id).where(Job.id.in_(list(job_ids)), Job.status.in_(TERMINAL))))
+
+
+def count_ended(s: Session, job_ids: list[str]) -> int:
+    return s.scalar(select(func.count()).where(Job.id.in_(job_ids), Job.status.in_(TERMINAL))) or 0
+
+
+def has_reference(s: Session, job_id: str) -> bool:
+    """Whether the job's problem carries something to check answers against (answer, tests, rubric)."""
+    problem = s.scalar(select(Job.problem).where(Job.id == job_id))
+    return bool(problem) and Problem.model_validate(problem).has_reference
+
+
+def unscored_jobs(s: Session, *, older_than_s: float, limit: int = 500) -> list[str]:
+    """Finished jobs with a reference but no verifier reward: their score task was lost."""
+    cutoff = datetime.now(UTC) - timedelta(seconds=older_than_s)
+    rows = s.execute(
+        select(Job.id, Job.problem)
+        .where(
+            Job.status == JobStatus.DONE.value,
+            Job.finished_at < cutoff,
+            ~exists().where(Reward.job_id == Job.id, Reward.source == VERIFIER),
+        )
+        .limit(limit)
+    ).all()
+    return [job_id for job_id, problem in rows if Problem.model_validate(problem).has_reference]
+
+
+def unparseable_rounds(s: Session, job_id: str) -> list[Round]:
+    """The job's rounds whose completion held no workflow, nested chains included, oldest first."""
+    q = select(Round).where(Round.job_id == job_id, Round.status == RoundStatus.UNPARSEABLE.value)
+    return list(s.scalars(q.order_by(Round.id)))
+
+
+def latest_answer_round(s: Session, chain_id: int, before: int | None = None) -> Round | None:
+    """The chain's newest round that produced an answer (before round index `before`, if given)."""
+    q = select(Round).where(Round.chain_id == chain_id, Round.status == RoundStatus.DONE.value)
+    if before is not None:
+        q = q.where(Round.round_index < before)
+    return s.scalar(q.order_by(Round.round_index.desc()).limit(1))
+
+
+def job_seconds(job: Job) -> float | None:
+    """Submit to finish, in seconds; None while the job runs."""
+    if job.finished_at and job.created_at:
+        return (job.finished_at - job.created_at).total_seconds()
+    return None
+
+
+def result_line(job: Job) -> dict[str, Any]:
+    """A job as one line of `conductor run`'s output (and the head of `conductor status`)."""
+    chain = next((c for c in job.chains if c.id == job.answer_chain_id), None) or next(
+        (c for c in job.chains if c.parent_step_id is None), None
+    )
+    rounds = chain.rounds if chain else []
+    workflow = next((r.workflow for r in reversed(rounds) if r.workflow), None)
+    seconds = job_seconds(job)
+    return {
+        "id": job.external_id or job.id,
+        "job_id": job.id,
+        "line": job.line_no,
+        "status": job.status,
+        "answer": job.answer,
+        "workflow": workflow,
+        "rounds": len(rounds),
+        "tokens": job.prompt_tokens + job.completion_tokens,
+        "cost": round(job.cost_usd, 8),
+        "seconds": round(seconds, 3) if seconds is not None else None,
+        "error": job.error,
+    }

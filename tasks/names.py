@@ -1,0 +1,38 @@
+"""Every Celery task and queue name, in one place (the CLI, beat and the dispatcher import these)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Queue(StrEnum):
+    CONDUCTOR = "conductor"  #: Conductor calls (plan, replan)
+    LLM = "llm"  #: pool model calls (run_step); many threads per process
+    REWARD = "reward"  #: verifiers (sandbox, math-verify, judge)
+    TRAIN = "train"  #: GRPO retraining
+    DEFAULT = "default"  #: short bookkeeping (solve, finalize, reap)
+
+
+class TaskName(StrEnum):
+    SOLVE = "conductor.solve"
+    PLAN = "conductor.plan"
+    REPLAN = "conductor.replan"
+    RUN_STEP = "conductor.run_step"
+    FINALIZE = "conductor.finalize"
+    REAP = "conductor.reap"
+    SCORE = "conductor.score"
+
+
+QUEUES = tuple(q.value for q in Queue)
+#: What `conductor worker` consumes unless told otherwise: every queue (one host does it all).
+DEFAULT_WORKER_QUEUES = ",".join(QUEUES)
+
+ROUTES: dict[str, dict[str, str]] = {
+    TaskName.SOLVE: {"queue": Queue.DEFAULT},
+    TaskName.PLAN: {"queue": Queue.CONDUCTOR},
+    TaskName.REPLAN: {"queue": Queue.CONDUCTOR},
+    TaskName.RUN_STEP: {"queue": Queue.LLM},
+    TaskName.FINALIZE: {"queue": Queue.DEFAULT},
+    TaskName.REAP: {"queue": Queue.DEFAULT},
+    TaskName.SCORE: {"queue": Queue.REWARD},
+}
