@@ -57,6 +57,9 @@ class ScriptedLLMServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out as two writes: with Nagle on, a keep-alive client waits for
+            # the delayed ACK (~40 ms) on every call, which swamps "a model that answers at once".
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -114,7 +117,7 @@ class ScriptedLLMServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout tests)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -133,6 +136,11 @@ class ScriptedLLMServer:
     def calls_for(self, prefix: str) -> list[Call]:
         with self._lock:
             return [c for c in self.calls if c.model.startswith(prefix)]
+
+
+class _Server(ThreadingHTTPServer):
+    # The default backlog of 5 resets connections when many clients connect at once (benchmarks).
+    request_queue_size = 256
 
 
 def _completion(model: str, content: str, logprobs: bool) -> dict:
