@@ -1,22 +1,31 @@
 """Celery beat: the periodic work (the reaper; retrain trigger and cleanup join it later).
 
 Exactly one beat may run: two would enqueue every periodic task twice. With a Redis broker
-the running beat holds a Redis lock that it keeps renewing; a second one exits at once with
-a clear error, and a beat that dies loses the lock after `BEAT_LOCK_TTL_S`.
+the running beat holds a Redis lock that a background thread renews every third of its TTL; a
+second beat exits at once with a clear error, and a beat that dies loses the lock after
+`BEAT_LOCK_TTL_S`. The lock is not thread-local (redis-py's default keeps the token in the
+thread that acquired it, so a renewal from another thread would fail). If the lock key
+vanishes (Redis restarted without persistence) the beat takes it again; if another beat holds
+it, this one stops. Each renewal also writes the beat heartbeat that `conductor status` reads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
+import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from conductor.config.settings import Settings
 from conductor.domain.errors import ConfigError
-from schedulers import keys
+from schedulers import health, keys
 from tasks.names import TaskName
 
 BEAT_LOCK_TTL_S = 60
+
+log = logging.getLogger(__name__)
 
 
 def beat_schedule(settings: Settings) -> dict:
@@ -25,23 +34,49 @@ def beat_schedule(settings: Settings) -> dict:
     }
 
 
+def _stop_this_process() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)  # Celery beat leaves its loop cleanly on SIGTERM
+
+
 @contextlib.contextmanager
-def single_beat(redis_url: str | None, *, ttl_s: int = BEAT_LOCK_TTL_S) -> Iterator[None]:
-    """Hold the beat lock for as long as the block runs; refuse if another beat holds it."""
+def single_beat(
+    redis_url: str | None, *, ttl_s: float = BEAT_LOCK_TTL_S, on_lost: Callable[[], None] | None = None
+) -> Iterator[None]:
+    """Hold the beat lock for as long as the block runs; refuse if another beat holds it.
+
+    ``on_lost`` runs (in the renewal thread) when another beat took the lock; by default
+    nothing but an error log, `run_beat` passes a SIGTERM to itself.
+    """
     if redis_url is None:
         yield  # embedded mode: one process, nothing to coordinate
         return
     import redis
+    from redis.exceptions import LockError
 
-    client = redis.Redis.from_url(redis_url)
-    lock = client.lock(keys.BEAT_LOCK, timeout=ttl_s)
+    client = redis.Redis.from_url(redis_url, socket_timeout=max(1.0, ttl_s / 3))
+    lock = client.lock(keys.BEAT_LOCK, timeout=ttl_s, thread_local=False)
     if not lock.acquire(blocking=False):
         raise ConfigError(f"another `conductor beat` holds {keys.BEAT_LOCK}: run exactly one beat")
+    health.record_beat(client, ttl_s=ttl_s)
     stop = threading.Event()
 
     def renew() -> None:
         while not stop.wait(ttl_s / 3):
-            lock.extend(ttl_s, replace_ttl=True)
+            try:
+                try:
+                    lock.extend(ttl_s, replace_ttl=True)
+                except LockError:
+                    # The key is gone (Redis restarted empty) or someone else's: take it back
+                    # if it is free, else another beat runs and this one must stop.
+                    if not lock.acquire(blocking=False):
+                        log.error("beat lock %s is held by another beat: stopping this one", keys.BEAT_LOCK)
+                        if on_lost is not None:
+                            on_lost()
+                        return
+                    log.warning("beat lock %s was lost (Redis restarted?) and has been re-acquired", keys.BEAT_LOCK)
+                health.record_beat(client, ttl_s=ttl_s)
+            except redis.RedisError as exc:  # Redis briefly away: keep trying until the TTL tells
+                log.warning("could not renew the beat lock: %s", exc)
 
     renewer = threading.Thread(target=renew, name="beat-lock", daemon=True)
     renewer.start()
@@ -49,6 +84,7 @@ def single_beat(redis_url: str | None, *, ttl_s: int = BEAT_LOCK_TTL_S) -> Itera
         yield
     finally:
         stop.set()
+        renewer.join(timeout=5)
         with contextlib.suppress(Exception):
             lock.release()
         client.close()
@@ -59,5 +95,6 @@ def run_beat(settings: Settings, *, loglevel: str = "INFO") -> None:
 
     app = create_app(settings)
     app.conf.beat_schedule = beat_schedule(settings)
-    with single_beat(settings.cluster_redis_url):
+    settings.home.mkdir(parents=True, exist_ok=True)  # the schedule file lives there
+    with single_beat(settings.cluster_redis_url, on_lost=_stop_this_process):
         app.Beat(loglevel=loglevel, schedule=str(settings.home / "celerybeat-schedule")).run()

@@ -33,3 +33,9 @@ def rate_identifiers(scope: str, kind: str) -> tuple[str, str]:
 
 #: Held by the one running `conductor beat`; a second beat refuses to start while it exists.
 BEAT_LOCK = f"{PREFIX}:beat:lock"
+
+#: Refreshed by the running beat with each lock renewal (epoch seconds); expires with it.
+BEAT_HEARTBEAT = f"{PREFIX}:beat:heartbeat"
+
+#: When the reaper last ran to the end (epoch seconds), written by the `conductor.reap` task.
+REAPER_LAST_RUN = f"{PREFIX}:reaper:last_run"

@@ -12,6 +12,7 @@ from conductor.app.orchestrator import Orchestrator
 from conductor.app.runtime import Runtime
 from conductor.domain.effects import Effects
 from conductor.domain.errors import RateLimited
+from schedulers.health import record_reaper_run
 from tasks.dispatch import Dispatcher
 from tasks.names import TaskName
 from tasks.scoring import register_scoring
@@ -68,3 +69,4 @@ def register(app: Celery, runtime: Runtime) -> None:
     def reap(self: Task) -> None:
         # Lost pipeline work, and score tasks lost between finalize's commit and their sending.
         dispatch(orchestrator.recover())
+        record_reaper_run(runtime.settings.cluster_redis_url)  # read by `conductor status`

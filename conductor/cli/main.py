@@ -9,13 +9,18 @@ from pathlib import Path
 
 import typer
 
-from conductor.cli.common import echo_json, errors_to_exit_codes, load_settings, running_system
+from conductor.cli import common
+from conductor.cli.common import System, echo_json, errors_to_exit_codes, load_settings, running_system
 from conductor.domain.errors import InputError
-from conductor.domain.problem import Problem
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__, pretty_exceptions_show_locals=False)
 traces_app = typer.Typer(no_args_is_help=True, help="Conductor traces for GRPO training.")
 app.add_typer(traces_app, name="traces")
+
+
+@app.callback()
+def _options(debug: bool = typer.Option(False, "--debug", help="Show the full traceback of an error.")) -> None:
+    common.DEBUG = debug
 
 
 def _workflow_lines(view: dict) -> list[str]:
@@ -45,6 +50,8 @@ def solve(
     as_json: bool = typer.Option(False, "--json", help="Print the whole job as JSON."),
 ) -> None:
     """Run one problem through the pipeline and print the result."""
+    from conductor.domain.problem import Problem
+
     with errors_to_exit_codes(), running_system(load_settings()) as sysm:
         started = time.monotonic()
         job_id, _ = sysm.service.submit(
@@ -123,10 +130,51 @@ def run(
 
 
 @app.command()
-def status(job_id: str = typer.Argument(..., help="Job id.")) -> None:
-    """Show a job with its rounds, steps and rewards."""
+def status(job_id: str | None = typer.Argument(None, help="Job id; without it, the cluster's health.")) -> None:
+    """Show a job with its rounds, steps and rewards; without a job id, whether beat, reaper,
+    queues and scoring are healthy (warnings on stderr)."""
     with errors_to_exit_codes(), running_system(load_settings(), needs_worker=False) as sysm:
-        echo_json(sysm.service.job(job_id))
+        if job_id is not None:
+            echo_json(sysm.service.job(job_id))
+            return
+        report = cluster_status(sysm)
+        echo_json(report)
+        for warning in report["warnings"]:
+            typer.echo(f"warning: {warning}", err=True)
+
+
+def cluster_status(sysm: System) -> dict:
+    """Beat heartbeat, reaper age, queue depths and consumers, and jobs waiting for a score."""
+    from reward_pipeline.rewards import unscored_jobs
+    from tasks.app import QUEUES
+
+    settings = sysm.settings
+    waiting = len(unscored_jobs(sysm.runtime, older_than_s=settings.ready_grace_s))
+    report: dict = {"broker": common.redact_url(settings.broker_url), "database": common.redact_url(settings.db_url)}
+    if settings.cluster_redis_url is None:
+        report |= {"mode": "embedded (the in-process worker runs the reaper; no beat needed)", "warnings": []}
+    else:
+        from schedulers import health
+        from tasks.app import create_app
+
+        report |= health.redis_health(
+            settings.cluster_redis_url, reaper_interval_s=settings.reaper_interval_s, queues=QUEUES
+        )
+        consumers = health.consumers(create_app(settings, sysm.runtime))
+        report["consumers"] = consumers
+        if consumers is None:
+            report["warnings"].append("no worker answered: start `conductor worker` processes for every queue")
+        else:
+            idle = [q for q in QUEUES if q not in consumers and (q != "train" or report["queue_depth"].get(q))]
+            if idle:
+                report["warnings"].append(f"no worker consumes {', '.join(idle)}: add them to some worker's -Q")
+    report["jobs_waiting_for_score"] = waiting
+    if waiting:
+        report["warnings"].append(
+            f"{waiting} finished job(s) have waited over {settings.ready_grace_s:g}s for a score: "
+            "is a worker consuming the `reward` queue (`conductor worker -Q reward`)?"
+        )
+    return report
 
 
 @app.command()
@@ -166,6 +214,7 @@ def worker(
         if settings.embedded:
             raise InputError("a separate worker needs a real broker: set CONDUCTOR_BROKER_URL=redis://...")
         celery_app = create_app(settings)
+        _warn_if_nobody_scores(celery_app, queues)
         argv = [
             "worker",
             "-Q",
@@ -180,6 +229,21 @@ def worker(
         if hostname:
             argv += ["-n", hostname]
         celery_app.worker_main(argv)
+
+
+def _warn_if_nobody_scores(celery_app: object, queues: str) -> None:
+    """A cluster in which no worker consumes `reward` never scores a job: say so at start."""
+    if "reward" in queues.split(","):
+        return
+    from schedulers.health import consumers
+
+    others = consumers(celery_app, timeout_s=1.0) or {}
+    if "reward" not in others:
+        typer.echo(
+            "warning: no running worker consumes the `reward` queue and this one will not: finished jobs "
+            "will not be scored until one does (`conductor worker -Q reward`)",
+            err=True,
+        )
 
 
 @app.command()
@@ -200,6 +264,12 @@ def _register_subcommands() -> None:
     app.add_typer(cli_models.app, name="models")
     app.command("serve")(cli_serve.serve_command)
     cli_eval.register(app)
+    from conductor.cli import train as cli_train
+
+    cli_train.register(app)
+    from conductor.cli import api as cli_api
+
+    cli_api.register(app)
 
 
 _register_subcommands()

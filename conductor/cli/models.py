@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from conductor.cli.common import errors_to_exit_codes, load_settings
-from conductor.config.pool import CONDUCTOR_WORKER_NAME, Limits, ModelSpec, Pool, load_pool
-from conductor.config.settings import Settings
+
+if TYPE_CHECKING:  # the pool models are imported when a command runs, not for `--help`
+    from conductor.config.pool import Limits, ModelSpec, Pool
+    from conductor.config.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, help="Models: pull the local default, list and check a pool.")
 
@@ -37,12 +39,16 @@ CHECK_PROMPT = [{"role": "user", "content": "Reply with the single word: ok"}]
 
 
 def _load(pool_file: Path | None) -> tuple[Settings, Pool]:
+    from conductor.config.pool import load_pool
+
     settings = load_settings()
     return settings, load_pool(pool_file or settings.pool_file)
 
 
 def _rows(pool: Pool) -> list[tuple[str, str, ModelSpec]]:
     """(index as the Conductor sees it, name, spec); the Conductor last, '-' when not in the pool."""
+    from conductor.config.pool import CONDUCTOR_WORKER_NAME
+
     rows = [(str(i), w.name, w) for i, w in enumerate(pool.workers)]
     index = str(len(pool.workers)) if pool.conductor.in_pool else "-"
     return [*rows, (index, CONDUCTOR_WORKER_NAME, pool.conductor)]

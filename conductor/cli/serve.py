@@ -12,9 +12,7 @@ from typing import Annotated
 
 import typer
 
-from conductor.config.settings import Settings
 from conductor.inference.local_model import DEFAULT_MODEL_NAME, pull_default_model
-from conductor.inference.vllm_server import VllmServer, VllmServerError, default_python
 
 
 def resolve_model(model: str, home: Path) -> Path:
@@ -47,6 +45,9 @@ def serve_command(
     startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for the server to be healthy.")] = 300.0,
 ) -> None:
     """Serve MODEL with vLLM on this machine until Ctrl-C."""
+    from conductor.config.settings import Settings
+    from conductor.inference.vllm_server import VllmServer, VllmServerError, default_python
+
     settings = Settings()
     model_path = resolve_model(model, settings.model_cache)
     name = served_name or model_path.name
