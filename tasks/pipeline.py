@@ -16,11 +16,13 @@ from schedulers.health import record_reaper_run
 from tasks.dispatch import Dispatcher
 from tasks.names import TaskName
 from tasks.scoring import register_scoring
+from tasks.webhooks import notify_job, register_webhooks
 
 
 def register(app: Celery, runtime: Runtime) -> None:
     dispatch = Dispatcher(app)
     register_scoring(app, runtime)
+    register_webhooks(app, runtime)
     orchestrator = Orchestrator(runtime)
 
     @app.task(name=TaskName.SOLVE.value, bind=True, shared=False)
@@ -64,6 +66,7 @@ def register(app: Celery, runtime: Runtime) -> None:
     @app.task(name=TaskName.FINALIZE.value, bind=True, shared=False)
     def finalize(self: Task, job_id: str) -> None:
         dispatch(orchestrator.finalize(job_id))
+        notify_job(app, runtime, job_id)  # after finalize's commit; once per job, if it has an endpoint
 
     @app.task(name=TaskName.REAP.value, bind=True, shared=False)
     def reap(self: Task) -> None:

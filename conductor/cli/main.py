@@ -270,6 +270,9 @@ def _register_subcommands() -> None:
     from conductor.cli import api as cli_api
 
     cli_api.register(app)
+    from conductor.cli import api as cli_api
+
+    cli_api.register(app)
 
 
 _register_subcommands()

@@ -49,9 +49,24 @@ class Settings(BaseSettings):
     reaper_interval_s: float = Field(30.0, gt=0, description="How often beat runs the reaper.")
     ready_grace_s: float = Field(60.0, gt=0, description="A ready step unclaimed this long is re-enqueued.")
 
+    api_host: str = Field("127.0.0.1", description="Address `conductor api` listens on.")
+    api_port: int = Field(8000, ge=1, le=65535, description="Port `conductor api` listens on.")
+    files_dir: Path | None = Field(
+        None, description="Where Files API uploads and batch outputs live; default: home/files."
+    )
+    batch_sweep_s: float = Field(1.0, gt=0, description="How often the API moves batches along (finalize, expire).")
+    webhook_max_attempts: int = Field(
+        8, ge=1, description="Deliveries of one webhook event before it is marked failed."
+    )
+    webhook_backoff_s: float = Field(2.0, gt=0, description="First retry delay of a webhook; doubles each attempt.")
+    webhook_timeout_s: float = Field(5.0, gt=0, description="How long a webhook receiver may take to answer.")
+
     worker_pool: Literal["threads", "prefork", "solo", "gevent"] = "threads"
     worker_concurrency: int = Field(8, ge=1)
     embedded_concurrency: int = Field(4, ge=1, description="Threads of the in-process worker (memory://).")
+    task_events: bool = Field(False, description="Celery task events from the start (Flower enables them anyway).")
+    max_in_flight_jobs: int = Field(1000, ge=1, description="Feeder: most jobs queued or running at once.")
+    max_queue_depth: int = Field(2000, ge=1, description="Feeder: most messages waiting in the broker's queues.")
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -81,6 +96,10 @@ class Settings(BaseSettings):
     @property
     def db_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.home / 'conductor.db').resolve()}"
+
+    @property
+    def files_path(self) -> Path:
+        return self.files_dir or self.home / "files"
 
     @property
     def model_cache(self) -> Path:

@@ -61,6 +61,18 @@ class NotFound(ConductorError):
     """A job, batch or other record does not exist."""
 
 
+class QuotaExceeded(ConductorError):
+    """A tenant's quota (concurrent jobs, tokens or dollars per day) is spent: retry after `retry_after` s."""
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Conflict(ConductorError):
+    """The record is in a state that does not allow this (e.g. cancelling a finished batch)."""
+
+
 class VerifierError(ConductorError):
     """A verifier could not reach a verdict."""
 

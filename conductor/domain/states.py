@@ -11,6 +11,7 @@ class JobStatus(StrEnum):
     DONE = "done"  #: finished with an answer
     FAILED = "failed"  #: every chain failed; `error` says why
     BUDGET_EXCEEDED = "budget_exceeded"  #: stopped before overspending its budget
+    CANCELLED = "cancelled"  #: cancelled by its client; no model call starts after that
 
 
 class ChainStatus(StrEnum):
@@ -50,6 +51,21 @@ class StepStatus(StrEnum):
     DONE = "done"
     FAILED = "failed"
     SKIPPED = "skipped"  #: its round failed or was abandoned before it ran
+    CANCELLED = "cancelled"  #: was running when its job was cancelled; its late result is dropped
 
 
-TERMINAL_JOB = {JobStatus.DONE, JobStatus.FAILED, JobStatus.BUDGET_EXCEEDED}
+class BatchStatus(StrEnum):
+    """OpenAI Batch API statuses (batches submitted through the API)."""
+
+    VALIDATING = "validating"  #: input file being read; jobs created as lines are accepted
+    IN_PROGRESS = "in_progress"  #: every line read; jobs running
+    FINALIZING = "finalizing"  #: every job ended; output and error files being written
+    COMPLETED = "completed"
+    FAILED = "failed"  #: the input could not be read at all
+    CANCELLING = "cancelling"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"  #: the completion window ran out first
+
+
+TERMINAL_JOB = {JobStatus.DONE, JobStatus.FAILED, JobStatus.BUDGET_EXCEEDED, JobStatus.CANCELLED}
+TERMINAL_BATCH = {BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.CANCELLED, BatchStatus.EXPIRED}

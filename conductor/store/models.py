@@ -39,6 +39,13 @@ class Tenant(Base):
     __tablename__ = "tenants"
     id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
     name: Mapped[str] = mapped_column(String(200), unique=True)
+    # Quotas (None = unlimited): answered with 429 and Retry-After by the API.
+    max_concurrent_jobs: Mapped[int | None] = mapped_column(Integer)
+    tokens_per_day: Mapped[int | None] = mapped_column(Integer)
+    usd_per_day: Mapped[float | None] = mapped_column(Float)
+    # Where job and batch events are POSTed (a job's own webhook_url wins), signed with this secret.
+    webhook_url: Mapped[str | None] = mapped_column(Text)
+    webhook_secret: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -47,7 +54,23 @@ class ApiKey(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
     key_hash: Mapped[str] = mapped_column(String(128), unique=True)  # sha256 of the key; the key itself is never stored
+    prefix: Mapped[str | None] = mapped_column(String(16))  # the key's first characters, to tell keys apart
+    scopes: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class File(Base):
+    """An uploaded or generated file (OpenAI Files API); its bytes live under the files directory."""
+
+    __tablename__ = "files"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
+    purpose: Mapped[str] = mapped_column(String(32))  # batch | batch_output
+    filename: Mapped[str] = mapped_column(String(300))
+    bytes: Mapped[int] = mapped_column(Integer, default=0)
+    path: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -58,6 +81,24 @@ class Batch(Base):
     source: Mapped[str] = mapped_column(Text, default="")
     total: Mapped[int] = mapped_column(Integer, default=0)
     rejected: Mapped[list[Any]] = mapped_column(JSON, default=list)  # [{"line": n, "error": "..."}]
+    # Batch API (None for CLI batches): OpenAI's status, files and timestamps.
+    status: Mapped[str | None] = mapped_column(String(32), index=True)
+    endpoint: Mapped[str | None] = mapped_column(String(64))
+    completion_window: Mapped[str | None] = mapped_column(String(16))
+    input_file_id: Mapped[str | None] = mapped_column(String(64))
+    output_file_id: Mapped[str | None] = mapped_column(String(64))
+    error_file_id: Mapped[str | None] = mapped_column(String(64))
+    invalid_lines: Mapped[int] = mapped_column(Integer, default=0)  # malformed input lines (error-file lines)
+    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
+    errors: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    in_progress_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finalizing_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    failed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    cancelling_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    cancelled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -67,6 +108,8 @@ class Job(Base):
     # index the coalesced tenant instead, so a key is unique within "no tenant" too.
     __table_args__ = (
         Index("uq_jobs_tenant_idem", func.coalesce(text("tenant_id"), ""), "idempotency_key", unique=True),
+        Index("ix_jobs_tenant_created", "tenant_id", "created_at", "id"),  # the API's cursor pagination
+        Index("ix_jobs_batch_line", "batch_id", "line_no"),  # a batch's output file, in input order
     )
     id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
     tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
@@ -233,3 +276,32 @@ class TrainingCycle(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class WebhookDelivery(Base):
+    """One event for one endpoint (Standard Webhooks `webhook-id` = id); every try is a WebhookAttempt."""
+
+    __tablename__ = "webhook_deliveries"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
+    event_type: Mapped[str] = mapped_column(String(64))
+    subject_id: Mapped[str] = mapped_column(String(64), index=True)  # the job or batch
+    url: Mapped[str] = mapped_column(Text)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)  # pending | delivered | failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class WebhookAttempt(Base):
+    __tablename__ = "webhook_attempts"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    delivery_id: Mapped[str] = mapped_column(ForeignKey("webhook_deliveries.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,58 @@
+"""Domain errors to HTTP statuses, in OpenAI's error shape. Messages never carry keys or secrets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from conductor.domain.errors import ConductorError, ConfigError, Conflict, InputError, NotFound, QuotaExceeded
+
+STATUS: list[tuple[type[ConductorError], int, str]] = [
+    (NotFound, 404, "not_found_error"),
+    (InputError, 400, "invalid_request_error"),
+    (Conflict, 409, "invalid_request_error"),
+    (QuotaExceeded, 429, "rate_limit_error"),
+    (ConfigError, 500, "server_error"),
+]
+
+
+class AuthError(Exception):
+    """No key, an unknown, revoked or expired key (401), or a key without the scope (403)."""
+
+    def __init__(self, message: str, status: int = 401) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ConductorError)
+    async def _domain(_: Request, exc: ConductorError) -> JSONResponse:
+        status, kind = next(((s, k) for t, s, k in STATUS if isinstance(exc, t)), (500, "server_error"))
+        headers = {"Retry-After": str(int(exc.retry_after + 0.999))} if isinstance(exc, QuotaExceeded) else None
+        return JSONResponse(error_body(str(exc), kind), status_code=status, headers=headers)
+
+    @app.exception_handler(AuthError)
+    async def _auth(_: Request, exc: AuthError) -> JSONResponse:
+        kind = "authentication_error" if exc.status == 401 else "permission_error"
+        return JSONResponse(error_body(str(exc), kind), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        param = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or None
+        return JSONResponse(
+            error_body(f"{first.get('msg', 'invalid request')}", "invalid_request_error", param=param),
+            status_code=400,
+        )
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse(error_body(str(exc.detail), "invalid_request_error"), status_code=exc.status_code)

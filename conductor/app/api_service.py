@@ -1,0 +1,225 @@
+"""What the HTTP API adds to the Service: everything seen through one tenant, cancel, feedback,
+chat conversations as jobs, and cursor pagination. Another tenant's records are simply not found."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, or_, select, update
+
+from conductor.app.service import Service
+from conductor.app.tenants import check_quota
+from conductor.domain.errors import InputError, NotFound
+from conductor.domain.problem import Problem
+from conductor.domain.states import TERMINAL_JOB, ChainStatus, JobStatus, RoundStatus, StepStatus
+from conductor.store.models import Chain, Job, Round, Step, utcnow
+
+CANCELLED_ERROR = "cancelled by the client"
+TERMINAL_VALUES = frozenset(s.value for s in TERMINAL_JOB)
+
+
+@dataclass
+class JobPage:
+    jobs: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def conversation_question(messages: list[dict[str, Any]]) -> str:
+    """A chat conversation as one question: the last user turn, with the earlier turns as context."""
+    turns = [(m.get("role", "user"), _text(m.get("content"))) for m in messages]
+    turns = [(role, text) for role, text in turns if text.strip()]
+    if not turns or turns[-1][0] != "user":
+        raise InputError("the conversation must end with a non-empty user message")
+    if len(turns) == 1:
+        return turns[0][1]
+    context = "\n\n".join(f"[{role}]\n{text}" for role, text in turns[:-1])
+    return f"Conversation so far:\n\n{context}\n\nAnswer the user's last message:\n{turns[-1][1]}"
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts: keep the text ones
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+class ApiService:
+    """The Service, scoped to tenants. Routes call this; it holds no HTTP notions."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.sessions = service.rt.sessions
+
+    # -- submit ------------------------------------------------------------------------------
+    def submit(self, tenant_id: str, problem: Problem, **kwargs: Any) -> tuple[str, bool]:
+        """A job for the tenant after its quota check; a repeated idempotency key returns the first job."""
+        key = kwargs.get("idempotency_key")
+        if key is not None:
+            with self.sessions() as s:
+                found = s.scalar(select(Job.id).where(Job.tenant_id == tenant_id, Job.idempotency_key == key))
+            if found is not None:
+                return found, False
+        check_quota(self.sessions, tenant_id)
+        return self.service.submit(problem, tenant_id=tenant_id, **kwargs)
+
+    def submit_chat(
+        self, tenant_id: str, messages: list[dict[str, Any]], *, model: str, max_tokens: int | None = None
+    ) -> str:
+        question = conversation_question(messages)
+        # Interactive work goes ahead of batch work (priority 9 vs the default 5).
+        job_id, _ = self.submit(
+            tenant_id,
+            Problem(question=question, kind="text"),
+            priority=9,
+            options={"api": "chat", "model": model},
+            budget_tokens=None if max_tokens is None else max(max_tokens * 20, 2000),
+        )
+        return job_id
+
+    # -- read --------------------------------------------------------------------------------
+    def _own(self, tenant_id: str, job_id: str) -> Job:
+        with self.sessions() as s:
+            job = s.get(Job, job_id)
+            if job is None or job.tenant_id != tenant_id:
+                raise NotFound(f"no job {job_id}")
+            return job
+
+    def job(self, tenant_id: str, job_id: str) -> dict[str, Any]:
+        self._own(tenant_id, job_id)
+        view = self.service.job(job_id)
+        with self.sessions() as s:
+            job = s.get_one(Job, job_id)
+            view.update(batch_id=job.batch_id, priority=job.priority, options=job.options)
+        return view
+
+    def progress(self, tenant_id: str, job_id: str) -> dict[str, Any]:
+        """A cheap poll: status plus how far the workflow has got (for streaming)."""
+        job = self._own(tenant_id, job_id)
+        with self.sessions() as s:
+            rounds = s.execute(
+                select(Round.round_index, Round.kind, Round.status, Round.n_steps, Round.steps_done)
+                .join(Chain, Chain.id == Round.chain_id)
+                .where(Round.job_id == job_id, Chain.parent_step_id.is_(None))
+                .order_by(Round.id)
+            ).all()
+        return {
+            "status": job.status,
+            "terminal": job.status in TERMINAL_VALUES,
+            "rounds": [
+                {"index": r[0], "kind": r[1], "status": r[2], "steps": r[3], "steps_done": r[4]} for r in rounds
+            ],
+        }
+
+    def list_jobs(
+        self,
+        tenant_id: str,
+        *,
+        status: str | None = None,
+        batch_id: str | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """Newest first; `cursor` is the opaque `next_cursor` of the previous page."""
+        q = select(Job).where(Job.tenant_id == tenant_id)
+        if status is not None:
+            q = q.where(Job.status == status)
+        if batch_id is not None:
+            q = q.where(Job.batch_id == batch_id)
+        if cursor:
+            at, last_id = _decode_cursor(cursor)
+            q = q.where(or_(Job.created_at < at, and_(Job.created_at == at, Job.id < last_id)))
+        q = q.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
+        with self.sessions() as s:
+            rows = list(s.scalars(q))
+            page = rows[:limit]
+            views = [job_summary(j) for j in page]
+        more = len(rows) > limit
+        return JobPage(views, _encode_cursor(page[-1].created_at, page[-1].id) if more and page else None)
+
+    # -- change ------------------------------------------------------------------------------
+    def cancel(self, tenant_id: str, job_id: str) -> dict[str, Any]:
+        self._own(tenant_id, job_id)
+        cancel_jobs(self.service, [job_id])
+        return self.job(tenant_id, job_id)
+
+    def feedback(self, tenant_id: str, job_id: str, value: Any) -> dict[str, Any]:
+        from reward_pipeline.rewards import record_feedback
+
+        self._own(tenant_id, job_id)
+        row = record_feedback(self.service.rt, job_id, value)
+        return {"job_id": job_id, "reward": row.value, "correct": row.correct, "source": row.source}
+
+
+def cancel_jobs(service: Service, job_ids: list[str]) -> int:
+    """Cancel unfinished jobs: no new model call starts, running steps end as cancelled, state recorded.
+
+    Only guarded updates: a plan or step result that arrives later finds its row no longer
+    planning/running and is dropped by the engine, exactly like a duplicate delivery.
+    """
+    t = utcnow()
+    with service.rt.sessions.begin() as s:
+        ids = list(
+            s.scalars(
+                update(Job)
+                .where(Job.id.in_(job_ids), Job.status.not_in(TERMINAL_VALUES))
+                .values(status=JobStatus.CANCELLED.value, error=CANCELLED_ERROR, finished_at=t)
+                .returning(Job.id)
+            )
+        )
+        if not ids:
+            return 0
+        s.execute(
+            update(Step)
+            .where(Step.job_id.in_(ids), Step.status == StepStatus.RUNNING.value)
+            .values(status=StepStatus.CANCELLED.value, error=CANCELLED_ERROR, finished_at=t, lease_until=None)
+        )
+        s.execute(
+            update(Step)
+            .where(Step.job_id.in_(ids), Step.status.in_([StepStatus.PENDING.value, StepStatus.READY.value]))
+            .values(status=StepStatus.SKIPPED.value)
+        )
+        s.execute(
+            update(Round)
+            .where(Round.job_id.in_(ids), Round.status.in_([RoundStatus.PLANNING.value, RoundStatus.RUNNING.value]))
+            .values(status=RoundStatus.FAILED.value, error=CANCELLED_ERROR, finished_at=t, lease_until=None)
+        )
+        s.execute(
+            update(Chain)
+            .where(Chain.job_id.in_(ids), Chain.status == ChainStatus.RUNNING.value)
+            .values(status=ChainStatus.FAILED.value, error=CANCELLED_ERROR, finished_at=t)
+        )
+    return len(ids)
+
+
+def job_summary(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "status": job.status,
+        "batch_id": job.batch_id,
+        "custom_id": job.external_id,
+        "priority": job.priority,
+        "answer": job.answer,
+        "error": job.error,
+        "prompt_tokens": job.prompt_tokens,
+        "completion_tokens": job.completion_tokens,
+        "cost_usd": job.cost_usd,
+        "model_calls": job.model_calls,
+        "created_at": job.created_at,
+        "finished_at": job.finished_at,
+    }
+
+
+def _encode_cursor(at: datetime, job_id: str) -> str:
+    return base64.urlsafe_b64encode(f"{at.isoformat()}|{job_id}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        at, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
+        return datetime.fromisoformat(at), job_id
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError("invalid cursor") from exc

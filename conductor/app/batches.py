@@ -1,0 +1,423 @@
+"""Files and OpenAI-style batches: uploads streamed to disk, input files read line by line into
+jobs, and output/error files written in input order once every job has ended. Nothing here holds
+a whole file in memory: lines are read, validated and inserted in chunks.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import secrets
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, Result, func, select, update
+
+from conductor.app.api_service import TERMINAL_VALUES, cancel_jobs, conversation_question
+from conductor.app.openai_shapes import chat_completion, job_workflows
+from conductor.app.service import Service
+from conductor.app.tenants import check_quota
+from conductor.domain.errors import Conflict, InputError, NotFound
+from conductor.domain.problem import Problem
+from conductor.domain.states import BatchStatus, JobStatus
+from conductor.store.models import Batch, File, Job, utcnow
+
+CHUNK = 500
+BATCH_PRIORITY = 3  # below the default (5) and chat (9)
+ENDPOINT = "/v1/chat/completions"
+
+
+def _aware(t: datetime | None) -> datetime | None:
+    return None if t is None else (t if t.tzinfo else t.replace(tzinfo=UTC))
+
+
+@dataclass
+class Counts:
+    total: int
+    completed: int
+    failed: int
+
+
+class Batches:
+    """Files API and Batch API semantics over the Service's store and submitter."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.sessions = service.rt.sessions
+        self.root: Path = service.rt.settings.files_path
+
+    # -- files -------------------------------------------------------------------------------
+    def save_file(self, tenant_id: str | None, filename: str, purpose: str, chunks: Iterable[bytes]) -> File:
+        file_id = "file-" + secrets.token_hex(12)
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / file_id
+        size = 0
+        with path.open("wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+                size += len(chunk)
+        row = File(
+            id=file_id, tenant_id=tenant_id, purpose=purpose, filename=filename[:300], bytes=size, path=str(path)
+        )
+        with self.sessions.begin() as s:
+            s.add(row)
+        return row
+
+    def file(self, tenant_id: str, file_id: str) -> File:
+        with self.sessions() as s:
+            row = s.get(File, file_id)
+        if row is None or row.tenant_id != tenant_id:
+            raise NotFound(f"no file {file_id}")
+        return row
+
+    # -- batches -----------------------------------------------------------------------------
+    def create(
+        self, tenant_id: str, input_file_id: str, *, endpoint: str, window: str, metadata: dict[str, str] | None
+    ) -> Batch:
+        src = self.file(tenant_id, input_file_id)
+        if src.purpose != "batch":
+            raise InputError(f"file {input_file_id} has purpose {src.purpose!r}, not 'batch'")
+        check_quota(self.sessions, tenant_id)
+        t = utcnow()
+        batch = Batch(
+            id="batch_" + secrets.token_hex(12),
+            tenant_id=tenant_id,
+            source=input_file_id,
+            status=BatchStatus.VALIDATING.value,
+            endpoint=endpoint,
+            completion_window=window,
+            input_file_id=input_file_id,
+            meta=metadata,
+            created_at=t,
+            expires_at=t + timedelta(hours=24),
+        )
+        with self.sessions.begin() as s:
+            s.add(batch)
+        return batch
+
+    def ingest(self, batch_id: str) -> None:
+        """Read the input file into jobs, CHUNK lines at a time; malformed lines go to the error file."""
+        with self.sessions() as s:
+            batch = s.get_one(Batch, batch_id)
+            src = s.get_one(File, batch.input_file_id)
+        seen: set[str] = set()  # custom_ids must be unique within a batch
+        pending: list[Job] = []
+        valid = invalid = 0
+        with Path(src.path).open("rb") as fh, self._invalid_path(batch_id).open("w") as bad:
+            for line_no, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    pending.append(self._job_from_line(batch, line_no, raw, seen))
+                    valid += 1
+                except InputError as exc:
+                    invalid += 1
+                    bad.write(json.dumps({"line": line_no, "custom_id": _custom_id(raw), "message": str(exc)}) + "\n")
+                if len(pending) >= CHUNK:
+                    if not self._flush(batch_id, pending):
+                        return  # cancelled while validating
+                    pending = []
+            if not self._flush(batch_id, pending):
+                return
+        with self.sessions.begin() as s:
+            s.execute(
+                update(Batch)
+                .where(Batch.id == batch_id, Batch.status == BatchStatus.VALIDATING.value)
+                .values(status=BatchStatus.IN_PROGRESS.value, in_progress_at=utcnow(), invalid_lines=invalid)
+            )
+            s.execute(update(Batch).where(Batch.id == batch_id).values(total=valid, invalid_lines=invalid))
+
+    def _job_from_line(self, batch: Batch, line_no: int, raw: bytes, seen: set[str]) -> Job:
+        try:
+            req = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"line {line_no} is not JSON: {exc}") from exc
+        if not isinstance(req, dict):
+            raise InputError(f"line {line_no} is not a JSON object")
+        custom_id, method, url, body = req.get("custom_id"), req.get("method"), req.get("url"), req.get("body")
+        if not isinstance(custom_id, str) or not custom_id:
+            raise InputError("custom_id must be a non-empty string")
+        if custom_id in seen:
+            raise InputError(f"duplicate custom_id {custom_id!r}")
+        if method != "POST" or url != batch.endpoint:
+            raise InputError(f"method and url must be POST {batch.endpoint}")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            raise InputError("body must be an object with a messages list")
+        question = conversation_question([m for m in body["messages"] if isinstance(m, dict)])
+        seen.add(custom_id)
+        return self.service._new_job(
+            Problem(id=custom_id, question=question, kind="text"),
+            samples=None,
+            tenant_id=batch.tenant_id,
+            batch_id=batch.id,
+            line_no=line_no,
+            priority=BATCH_PRIORITY,
+            options={"api": "batch", "model": str(body.get("model") or "conductor")},
+        )
+
+    def _flush(self, batch_id: str, jobs: list[Job]) -> bool:
+        with self.sessions.begin() as s:
+            status = s.scalar(select(Batch.status).where(Batch.id == batch_id))
+            if status != BatchStatus.VALIDATING.value:
+                return False
+            s.add_all(jobs)
+        if jobs:
+            self.service.submitter.submit([j.id for j in jobs])
+        return True
+
+    def _invalid_path(self, batch_id: str) -> Path:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self.root / f"{batch_id}.invalid.jsonl"
+
+    # -- read --------------------------------------------------------------------------------
+    def get(self, tenant_id: str, batch_id: str) -> dict[str, Any]:
+        with self.sessions() as s:
+            batch = s.get(Batch, batch_id)
+            if batch is None or batch.tenant_id != tenant_id or batch.status is None:
+                raise NotFound(f"no batch {batch_id}")
+            return self.view(batch, self.counts(batch_id, batch.invalid_lines))
+
+    def list_page(self, tenant_id: str, *, after: str | None, limit: int) -> tuple[list[dict[str, Any]], bool]:
+        q = select(Batch).where(Batch.tenant_id == tenant_id, Batch.status.is_not(None))
+        with self.sessions() as s:
+            if after:
+                anchor = s.get(Batch, after)
+                if anchor is None or anchor.tenant_id != tenant_id:
+                    raise NotFound(f"no batch {after}")
+                q = q.where(
+                    (Batch.created_at < anchor.created_at)
+                    | ((Batch.created_at == anchor.created_at) & (Batch.id < anchor.id))
+                )
+            rows = list(s.scalars(q.order_by(Batch.created_at.desc(), Batch.id.desc()).limit(limit + 1)))
+            return [self.view(b, self.counts(b.id, b.invalid_lines)) for b in rows[:limit]], len(rows) > limit
+
+    def counts(self, batch_id: str, invalid: int) -> Counts:
+        with self.sessions() as s:
+            by_status = dict(
+                s.execute(select(Job.status, func.count()).where(Job.batch_id == batch_id).group_by(Job.status)).all()
+            )
+        done = by_status.get(JobStatus.DONE.value, 0) + by_status.get(JobStatus.BUDGET_EXCEEDED.value, 0)
+        ended = sum(n for st, n in by_status.items() if st in TERMINAL_VALUES)
+        return Counts(total=sum(by_status.values()) + invalid, completed=done, failed=ended - done + invalid)
+
+    @staticmethod
+    def view(b: Batch, counts: Counts) -> dict[str, Any]:
+        def ts(t: datetime | None) -> int | None:
+            t = _aware(t)
+            return None if t is None else int(t.timestamp())
+
+        return {
+            "id": b.id,
+            "object": "batch",
+            "endpoint": b.endpoint,
+            "errors": b.errors,
+            "input_file_id": b.input_file_id,
+            "completion_window": b.completion_window,
+            "status": b.status,
+            "output_file_id": b.output_file_id,
+            "error_file_id": b.error_file_id,
+            "created_at": ts(b.created_at) or 0,
+            "in_progress_at": ts(b.in_progress_at),
+            "expires_at": ts(b.expires_at),
+            "finalizing_at": ts(b.finalizing_at),
+            "completed_at": ts(b.completed_at),
+            "failed_at": ts(b.failed_at),
+            "expired_at": ts(b.expired_at),
+            "cancelling_at": ts(b.cancelling_at),
+            "cancelled_at": ts(b.cancelled_at),
+            "request_counts": {"total": counts.total, "completed": counts.completed, "failed": counts.failed},
+            "metadata": b.meta,
+        }
+
+    # -- change ------------------------------------------------------------------------------
+    def cancel(self, tenant_id: str, batch_id: str) -> dict[str, Any]:
+        self.get(tenant_id, batch_id)  # 404 for another tenant's batch
+        with self.sessions.begin() as s:
+            moved = _rowcount(
+                s.execute(
+                    update(Batch)
+                    .where(
+                        Batch.id == batch_id,
+                        Batch.status.in_([BatchStatus.VALIDATING.value, BatchStatus.IN_PROGRESS.value]),
+                    )
+                    .values(status=BatchStatus.CANCELLING.value, cancelling_at=utcnow())
+                )
+            )
+        if not moved:
+            status = self.get(tenant_id, batch_id)["status"]
+            if status not in (BatchStatus.CANCELLING.value, BatchStatus.CANCELLED.value):
+                raise Conflict(f"batch {batch_id} is {status}; only a validating or in-progress batch can be cancelled")
+        self._cancel_jobs(batch_id)
+        return self.get(tenant_id, batch_id)
+
+    def _cancel_jobs(self, batch_id: str) -> None:
+        while True:
+            with self.sessions() as s:
+                ids = list(
+                    s.scalars(
+                        select(Job.id).where(Job.batch_id == batch_id, Job.status.not_in(TERMINAL_VALUES)).limit(CHUNK)
+                    )
+                )
+            if not ids:
+                return
+            cancel_jobs(self.service, ids)
+
+    def sweep(self) -> list[str]:
+        """Move batches along: expire overdue ones, finalize those whose jobs all ended. Returns the finished."""
+        finished = []
+        t = utcnow()
+        with self.sessions() as s:
+            rows = s.execute(
+                select(Batch.id, Batch.status, Batch.expires_at).where(
+                    Batch.status.in_([BatchStatus.IN_PROGRESS.value, BatchStatus.CANCELLING.value])
+                )
+            ).all()
+        for batch_id, status, expires_at in rows:
+            expires = _aware(expires_at)
+            if status == BatchStatus.IN_PROGRESS.value and expires is not None and expires <= t:
+                self._cancel_jobs(batch_id)
+            if self._unfinished(batch_id):
+                continue
+            if self.finalize(batch_id, expired=expires is not None and expires <= t):
+                finished.append(batch_id)
+        return finished
+
+    def _unfinished(self, batch_id: str) -> int:
+        with self.sessions() as s:
+            return (
+                s.scalar(select(func.count()).where(Job.batch_id == batch_id, Job.status.not_in(TERMINAL_VALUES))) or 0
+            )
+
+    def finalize(self, batch_id: str, *, expired: bool = False) -> bool:
+        """Write the output and error files (input order) and close the batch; False if another process did."""
+        with self.sessions.begin() as s:
+            batch = s.get_one(Batch, batch_id)
+            was = batch.status
+            claimed = _rowcount(
+                s.execute(
+                    update(Batch)
+                    .where(Batch.id == batch_id, Batch.status == was, Batch.finalizing_at.is_(None))
+                    .values(status=BatchStatus.FINALIZING.value, finalizing_at=utcnow())
+                )
+            )
+        if not claimed:
+            return False
+        reason = "batch_cancelled" if was == BatchStatus.CANCELLING.value else "batch_expired" if expired else None
+        out = self._write(batch_id, "output", (line for line, ok, rec in self._records(batch_id, reason) if ok))
+        err = self._write(batch_id, "error", (line for line, ok, rec in self._records(batch_id, reason) if not ok))
+        final = {
+            "batch_cancelled": (BatchStatus.CANCELLED, "cancelled_at"),
+            "batch_expired": (BatchStatus.EXPIRED, "expired_at"),
+            None: (BatchStatus.COMPLETED, "completed_at"),
+        }[reason]
+        with self.sessions.begin() as s:
+            s.execute(
+                update(Batch)
+                .where(Batch.id == batch_id)
+                .values(
+                    status=final[0].value,
+                    output_file_id=out,
+                    error_file_id=err,
+                    **{final[1]: utcnow()},
+                )
+            )
+        return True
+
+    def _records(self, batch_id: str, reason: str | None) -> Iterator[tuple[str, bool, dict[str, Any]]]:
+        """(json line, is-success, record) for every input line, in input order."""
+        return heapq.merge(self._job_records(batch_id, reason), self._invalid_records(batch_id), key=_line_of)
+
+    def _invalid_records(self, batch_id: str) -> Iterator[tuple[str, bool, dict[str, Any]]]:
+        path = self._invalid_path(batch_id)
+        if not path.exists():
+            return
+        with path.open() as fh:
+            for raw in fh:
+                bad = json.loads(raw)
+                rec = {
+                    "id": f"batch_req_{batch_id[6:]}_{bad['line']}",
+                    "custom_id": bad["custom_id"],
+                    "response": None,
+                    "error": {"code": "invalid_request", "message": f"line {bad['line']}: {bad['message']}"},
+                    "line": bad["line"],
+                }
+                yield json.dumps(_public(rec)), False, rec
+
+    def _job_records(self, batch_id: str, reason: str | None) -> Iterator[tuple[str, bool, dict[str, Any]]]:
+        last = 0
+        while True:
+            with self.sessions() as s:
+                jobs = list(
+                    s.scalars(
+                        select(Job)
+                        .where(Job.batch_id == batch_id, Job.line_no > last)
+                        .order_by(Job.line_no)
+                        .limit(CHUNK)
+                    )
+                )
+                if not jobs:
+                    return
+                workflows = job_workflows(s, [j.id for j in jobs])
+            for job in jobs:
+                last = job.line_no or last
+                yield self._job_record(job, workflows[job.id], reason)
+
+    @staticmethod
+    def _job_record(job: Job, workflows: list[dict[str, Any]], reason: str | None) -> tuple[str, bool, dict[str, Any]]:
+        rec: dict[str, Any] = {"id": f"batch_req_{job.id}", "custom_id": job.external_id, "line": job.line_no}
+        ok = job.status in (JobStatus.DONE.value, JobStatus.BUDGET_EXCEEDED.value)
+        if ok:
+            body = chat_completion(job, workflows, (job.options or {}).get("model", "conductor"))
+            rec.update(response={"status_code": 200, "request_id": job.id, "body": body}, error=None)
+        elif job.status == JobStatus.CANCELLED.value:
+            rec.update(response=None, error={"code": reason or "cancelled", "message": job.error or "cancelled"})
+        else:
+            rec.update(
+                response={
+                    "status_code": 500,
+                    "request_id": job.id,
+                    "body": {"error": {"message": job.error or job.status, "type": job.status}},
+                },
+                error=None,
+            )
+        return json.dumps(_public(rec)), ok, rec
+
+    def _write(self, batch_id: str, kind: str, lines: Iterator[str]) -> str | None:
+        first = next(lines, None)
+        if first is None:
+            return None
+
+        def chunks() -> Iterator[bytes]:
+            yield (first + "\n").encode()
+            for line in lines:
+                yield (line + "\n").encode()
+
+        tenant = self._tenant_of(batch_id)
+        return self.save_file(tenant, f"{batch_id}_{kind}.jsonl", "batch_output", chunks()).id
+
+    def _tenant_of(self, batch_id: str) -> str | None:
+        with self.sessions() as s:
+            return s.scalar(select(Batch.tenant_id).where(Batch.id == batch_id))
+
+
+def _rowcount(result: Result[Any]) -> int:
+    return cast(CursorResult[Any], result).rowcount
+
+
+def _line_of(item: tuple[str, bool, dict[str, Any]]) -> int:
+    return int(item[2]["line"] or 0)
+
+
+def _public(rec: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in rec.items() if k != "line"}
+
+
+def _custom_id(raw: bytes) -> str | None:
+    try:
+        value = json.loads(raw).get("custom_id")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, str) else None

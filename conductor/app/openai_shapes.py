@@ -1,0 +1,66 @@
+"""A finished job in OpenAI's chat-completion shape (used by the chat route and by batch output files)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from conductor.domain.states import JobStatus
+from conductor.store.models import Chain, Job, Round
+
+
+def job_workflows(s: Session, job_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The workflows of each job's top-level rounds, in order (one query for many jobs)."""
+    rows = s.execute(
+        select(Round.job_id, Round.workflow)
+        .join(Chain, Chain.id == Round.chain_id)
+        .where(Round.job_id.in_(job_ids), Chain.parent_step_id.is_(None), Round.workflow.is_not(None))
+        .order_by(Round.id)
+    ).all()
+    out: dict[str, list[dict[str, Any]]] = {j: [] for j in job_ids}
+    for job_id, workflow in rows:
+        out[job_id].append(workflow)
+    return out
+
+
+def chat_completion(job: Job, workflows: list[dict[str, Any]], model: str) -> dict[str, Any]:
+    """The chat completion a done (or budget-stopped) job answers with; usage sums every model call."""
+    created = int((job.finished_at or job.created_at).timestamp()) if (job.finished_at or job.created_at) else 0
+    return {
+        "id": f"chatcmpl-{job.id}",
+        "object": "chat.completion",
+        "created": created or int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": job.answer or ""},
+                "finish_reason": "length" if job.status == JobStatus.BUDGET_EXCEEDED.value else "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": usage_of(job),
+        "conductor": conductor_info(job, workflows),
+    }
+
+
+def usage_of(job: Job) -> dict[str, int]:
+    return {
+        "prompt_tokens": job.prompt_tokens,
+        "completion_tokens": job.completion_tokens,
+        "total_tokens": job.prompt_tokens + job.completion_tokens,
+    }
+
+
+def conductor_info(job: Job, workflows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "job_id": job.id,
+        "status": job.status,
+        "workflows": workflows,
+        "rounds": len(workflows),
+        "model_calls": job.model_calls,
+        "cost_usd": round(job.cost_usd, 8),
+    }

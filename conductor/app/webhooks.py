@@ -1,0 +1,169 @@
+"""Webhooks on the Standard Webhooks scheme: an event is a stored delivery, signed and POSTed by a
+task; every attempt is recorded, failures back off exponentially, and any delivery can be replayed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+from standardwebhooks import Webhook
+
+from conductor.app.api_service import TERMINAL_VALUES
+from conductor.config.settings import Settings
+from conductor.domain.errors import NotFound
+from conductor.store.models import Batch, Job, Tenant, WebhookAttempt, WebhookDelivery, utcnow
+
+DELIVERED, PENDING, FAILED = "delivered", "pending", "failed"
+
+
+def job_event(sessions: sessionmaker[Session], job_id: str) -> str | None:
+    """Record a `job.<status>` event for a finished job that has an endpoint; returns the delivery id."""
+    with sessions.begin() as s:
+        job = s.get(Job, job_id)
+        if job is None or job.status not in TERMINAL_VALUES:
+            return None
+        if job.batch_id is not None and not job.webhook_url:
+            return None  # batch jobs report once, as the batch
+        tenant = s.get(Tenant, job.tenant_id) if job.tenant_id else None
+        url = job.webhook_url or (tenant.webhook_url if tenant else None)
+        if not url:
+            return None
+        data = {
+            "id": job.id,
+            "object": "job",
+            "status": job.status,
+            "answer": job.answer,
+            "error": job.error,
+            "usage": {"prompt_tokens": job.prompt_tokens, "completion_tokens": job.completion_tokens},
+            "cost_usd": job.cost_usd,
+        }
+        return _record(s, job.tenant_id, f"job.{job.status}", job.id, url, data)
+
+
+def batch_event(sessions: sessionmaker[Session], batch_id: str) -> str | None:
+    with sessions.begin() as s:
+        batch = s.get(Batch, batch_id)
+        tenant = s.get(Tenant, batch.tenant_id) if batch and batch.tenant_id else None
+        if batch is None or tenant is None or not tenant.webhook_url:
+            return None
+        data = {
+            "id": batch.id,
+            "object": "batch",
+            "status": batch.status,
+            "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id,
+        }
+        return _record(s, batch.tenant_id, f"batch.{batch.status}", batch.id, tenant.webhook_url, data)
+
+
+def _record(s: Session, tenant_id: str | None, event: str, subject: str, url: str, data: dict[str, Any]) -> str | None:
+    """The delivery row; its id is derived from the event, so a repeated finalize records it once."""
+    delivery_id = f"msg_{subject}.{event.split('.', 1)[1]}"
+    if s.get(WebhookDelivery, delivery_id) is not None:
+        return None
+    payload = {"type": event, "timestamp": utcnow().isoformat(), "data": data}
+    s.add(
+        WebhookDelivery(
+            id=delivery_id, tenant_id=tenant_id, event_type=event, subject_id=subject, url=url, payload=payload
+        )
+    )
+    return delivery_id
+
+
+def deliver(sessions: sessionmaker[Session], settings: Settings, delivery_id: str) -> float | None:
+    """One signed attempt. Returns the delay before the next attempt, or None when there is none."""
+    with sessions() as s:
+        d = s.get(WebhookDelivery, delivery_id)
+        if d is None or d.status != PENDING:
+            return None
+        tenant = s.get(Tenant, d.tenant_id) if d.tenant_id else None
+        secret = tenant.webhook_secret if tenant else None
+        url, payload, attempt = d.url, d.payload, d.attempts + 1
+    body = json.dumps(payload)
+    at = datetime.now(UTC)
+    headers = {
+        "content-type": "application/json",
+        "webhook-id": delivery_id,
+        "webhook-timestamp": str(int(at.timestamp())),
+    }
+    if secret:
+        headers["webhook-signature"] = Webhook(secret).sign(delivery_id, at, body)
+    started = time.monotonic()
+    status_code: int | None = None
+    error: str | None = None
+    try:
+        r = httpx.post(url, content=body, headers=headers, timeout=settings.webhook_timeout_s)
+        status_code = r.status_code
+        if not 200 <= r.status_code < 300:
+            error = f"HTTP {r.status_code}"
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {str(exc)[:200]}"
+    ok = error is None
+    delay = None if ok or attempt >= settings.webhook_max_attempts else settings.webhook_backoff_s * 2 ** (attempt - 1)
+    with sessions.begin() as s:
+        s.add(
+            WebhookAttempt(
+                delivery_id=delivery_id,
+                attempt=attempt,
+                status_code=status_code,
+                error=error,
+                duration_s=round(time.monotonic() - started, 4),
+            )
+        )
+        d = s.get_one(WebhookDelivery, delivery_id)
+        d.attempts = attempt
+        d.last_error = error
+        if ok:
+            d.status, d.delivered_at, d.next_attempt_at = DELIVERED, utcnow(), None
+        elif delay is None:
+            d.status, d.next_attempt_at = FAILED, None
+        else:
+            d.next_attempt_at = utcnow() + timedelta(seconds=delay)
+    return delay
+
+
+def replay(sessions: sessionmaker[Session], tenant_id: str | None, delivery_id: str) -> str:
+    """Send a delivery again (delivered or failed): it goes back to pending, attempts keep counting."""
+    with sessions.begin() as s:
+        d = s.get(WebhookDelivery, delivery_id)
+        if d is None or (tenant_id is not None and d.tenant_id != tenant_id):
+            raise NotFound(f"no webhook delivery {delivery_id}")
+        d.status, d.next_attempt_at = PENDING, None
+    return delivery_id
+
+
+def deliveries(sessions: sessionmaker[Session], tenant_id: str, subject_id: str | None = None) -> list[dict[str, Any]]:
+    with sessions() as s:
+        q = select(WebhookDelivery).where(WebhookDelivery.tenant_id == tenant_id)
+        if subject_id is not None:
+            q = q.where(WebhookDelivery.subject_id == subject_id)
+        rows = s.scalars(q.order_by(WebhookDelivery.created_at.desc()).limit(100)).all()
+        out = []
+        for d in rows:
+            tries = s.scalars(
+                select(WebhookAttempt).where(WebhookAttempt.delivery_id == d.id).order_by(WebhookAttempt.id)
+            )
+            out.append(
+                {
+                    "id": d.id,
+                    "event_type": d.event_type,
+                    "subject_id": d.subject_id,
+                    "status": d.status,
+                    "attempts": [
+                        {
+                            "attempt": a.attempt,
+                            "status_code": a.status_code,
+                            "error": a.error,
+                            "duration_s": a.duration_s,
+                        }
+                        for a in tries
+                    ],
+                }
+            )
+        return out

@@ -1,0 +1,89 @@
+"""`conductor api` (the HTTP API on uvicorn) and `conductor keys` (tenants' API keys)."""
+
+from __future__ import annotations
+
+import typer
+
+from conductor.cli.common import errors_to_exit_codes, load_settings
+
+keys_app = typer.Typer(no_args_is_help=True, help="API keys: created per tenant, shown once, stored as sha256.")
+
+
+def api_command(
+    host: str | None = typer.Option(None, help="Listen address (default: CONDUCTOR_API_HOST)."),
+    port: int | None = typer.Option(None, help="Port (default: CONDUCTOR_API_PORT)."),
+    log_level: str = typer.Option("info", "--log-level"),
+) -> None:
+    """Serve the OpenAI-compatible HTTP API (and /v1/jobs, /metrics, /docs) over the same service as the CLI."""
+    import uvicorn
+
+    from api.app import create_app
+
+    with errors_to_exit_codes():
+        settings = load_settings()
+        # access_log off: uvicorn would log query strings; keys travel in headers, never logged.
+        uvicorn.run(
+            create_app(settings),
+            host=host or settings.api_host,
+            port=port or settings.api_port,
+            log_level=log_level,
+            access_log=False,
+        )
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: str = typer.Option(..., help="Tenant name; created on first use."),
+    scopes: str | None = typer.Option(None, help="Comma-separated: models,chat,jobs,files,batches (default: all)."),
+    expires_in_days: float | None = typer.Option(None, help="The key stops working after this many days."),
+    max_concurrent_jobs: int | None = typer.Option(None, help="Tenant quota: jobs in flight at once."),
+    tokens_per_day: int | None = typer.Option(None, help="Tenant quota: tokens per UTC day."),
+    usd_per_day: float | None = typer.Option(None, help="Tenant quota: dollars per UTC day."),
+    webhook_url: str | None = typer.Option(None, help="Tenant's webhook endpoint for job and batch events."),
+) -> None:
+    """Create an API key and print it once (only its hash is kept), with the tenant's webhook secret."""
+    from conductor.app.runtime import Runtime
+    from conductor.app.tenants import Quotas, create_key
+    from conductor.store.models import Tenant
+
+    with errors_to_exit_codes():
+        runtime = Runtime(load_settings())
+        try:
+            quotas = None
+            if any(v is not None for v in (max_concurrent_jobs, tokens_per_day, usd_per_day)):
+                quotas = Quotas(max_concurrent_jobs, tokens_per_day, usd_per_day)
+            key, tenant_id = create_key(
+                runtime.sessions,
+                tenant,
+                scopes=[x.strip() for x in scopes.split(",") if x.strip()] if scopes else None,
+                expires_in_days=expires_in_days,
+                quotas=quotas,
+                webhook_url=webhook_url,
+            )
+            with runtime.sessions() as s:
+                secret = s.get_one(Tenant, tenant_id).webhook_secret
+        finally:
+            runtime.close()
+        typer.echo(key)
+        typer.echo(f"tenant {tenant} ({tenant_id}); webhook signing secret: {secret}", err=True)
+        typer.echo("store the key now: it cannot be shown again", err=True)
+
+
+@keys_app.command("revoke")
+def keys_revoke(prefix: str = typer.Argument(..., help="The key's first 10 characters.")) -> None:
+    """Revoke a key by its prefix."""
+    from conductor.app.runtime import Runtime
+    from conductor.app.tenants import revoke_key
+
+    with errors_to_exit_codes():
+        runtime = Runtime(load_settings())
+        try:
+            n = revoke_key(runtime.sessions, prefix)
+        finally:
+            runtime.close()
+        typer.echo(f"revoked {n} key(s)", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("api")(api_command)
+    app.add_typer(keys_app, name="keys")

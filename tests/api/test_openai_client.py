@@ -1,0 +1,178 @@
+"""The official `openai` client against a real `conductor api` process, real worker processes,
+Redis and PostgreSQL, with the scripted model server behind the pool."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from conductor.app.runtime import Runtime
+from conductor.app.tenants import create_key
+from conductor.config.settings import Settings
+from tests.conftest import default_script
+from tests.support.cluster import Proc, cluster_env, workers, write_pool
+from tests.support.pools import scripted_pool
+from tests.support.scripted_llm import ScriptedLLMServer
+
+pytestmark = pytest.mark.services
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Deployment:
+    base_url: str
+    server: ScriptedLLMServer
+    runtime: Runtime
+    api: Proc
+
+    def key(self, tenant: str, **kwargs: object) -> str:
+        return create_key(self.runtime.sessions, tenant, **kwargs)[0]  # type: ignore[arg-type]
+
+    def client(self, key: str) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=60)
+
+
+def wait_http(url: str, proc: Proc, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            raise RuntimeError(f"api exited:\n{proc.tail()}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"api not up:\n{proc.tail()}")
+
+
+@pytest.fixture
+def deployment(tmp_path: Path, pg_url: str, redis_db: str) -> Iterator[Deployment]:
+    server = ScriptedLLMServer(default_script(worker_delay=0.05)).start()
+    pool = scripted_pool(server.base_url)
+    pool_file = write_pool(pool, tmp_path / "pool.yaml")
+    port = free_port()
+    env = cluster_env(tmp_path, redis_db, pg_url, pool_file, recursion="false", batch_sweep_s="0.3")
+    runtime = Runtime(Settings(home=tmp_path, broker_url=redis_db, database_url=pg_url), pool=pool)
+    runtime.migrate()
+    try:
+        with workers(env, tmp_path, ["w1", "w2"], queues="conductor,llm,default"):
+            api = Proc("api", ["api", "--port", str(port)], env, tmp_path / "api.log")
+            try:
+                wait_http(f"http://127.0.0.1:{port}/openapi.json", api)
+                yield Deployment(f"http://127.0.0.1:{port}/v1", server, runtime, api)
+            finally:
+                api.stop()
+    finally:
+        runtime.close()
+        server.stop()
+
+
+def test_models_and_chat_with_and_without_streaming(deployment: Deployment):
+    client = deployment.client(deployment.key("acme"))
+    assert [m.id for m in client.models.list()] == ["conductor", "conductor:pool"]
+
+    raw = client.chat.completions.with_raw_response.create(
+        model="conductor", messages=[{"role": "user", "content": "[wf:fanout] what is 6*7?"}]
+    )
+    reply = raw.parse()
+    job_id = raw.headers["x-conductor-job-id"]
+    assert reply.choices[0].message.content and reply.choices[0].finish_reason == "stop"
+    extra = reply.model_extra["conductor"]
+    assert extra["job_id"] == job_id and extra["rounds"] == 1 and extra["model_calls"] == 4
+    assert extra["workflows"][0]["subtasks"] == ["part A", "part B", "combine"]
+    assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens > 0
+
+    stream = client.chat.completions.create(
+        model="conductor",
+        messages=[{"role": "system", "content": "be brief"}, {"role": "user", "content": "[wf:chain] 2+2?"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    first = chunks[0]
+    streamed_job = first.model_extra["conductor"]["job_id"]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text and chunks[-1].usage and chunks[-1].usage.total_tokens > 0
+    job = httpx.get(
+        f"{deployment.base_url}/jobs/{streamed_job}", headers={"Authorization": f"Bearer {client.api_key}"}
+    ).json()
+    assert job["status"] == "done" and job["answer"] == text
+
+
+def _batch_lines(n: int, bad: set[int]) -> bytes:
+    out = []
+    for i in range(1, n + 1):
+        if i in bad:
+            out.append("{not json" if i % 2 else json.dumps({"custom_id": f"r{i}", "method": "GET", "url": "/v1/x"}))
+            continue
+        body = {"model": "conductor", "messages": [{"role": "user", "content": f"[wf:single] item {i}"}]}
+        out.append(json.dumps({"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions", "body": body}))
+    return ("\n".join(out) + "\n").encode()
+
+
+def test_a_fifty_line_batch_with_three_malformed_lines_accounts_for_every_line(deployment: Deployment):
+    client = deployment.client(deployment.key("acme"))
+    bad = {7, 20, 33}
+    f = client.files.create(file=("in.jsonl", io.BytesIO(_batch_lines(50, bad))), purpose="batch")
+    assert client.files.retrieve(f.id).bytes == f.bytes > 0
+    batch = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert batch.status in ("validating", "in_progress")
+    deadline = time.monotonic() + 180
+    while batch.status not in ("completed", "failed", "expired", "cancelled") and time.monotonic() < deadline:
+        time.sleep(0.5)
+        batch = client.batches.retrieve(batch.id)
+    assert batch.status == "completed", deployment.api.tail()
+    assert (batch.request_counts.total, batch.request_counts.completed, batch.request_counts.failed) == (50, 47, 3)
+    out = [json.loads(x) for x in client.files.content(batch.output_file_id).text.splitlines()]
+    err = [json.loads(x) for x in client.files.content(batch.error_file_id).text.splitlines()]
+    assert len(out) == 47 and len(err) == 3
+    assert [o["custom_id"] for o in out] == [f"r{i}" for i in range(1, 51) if i not in bad]  # input order
+    assert all(
+        o["response"]["status_code"] == 200 and o["response"]["body"]["choices"][0]["message"]["content"] for o in out
+    )
+    assert [e["error"]["code"] for e in err] == ["invalid_request"] * 3
+    assert [e["custom_id"] for e in err] == [None, "r20", None]
+    assert [b.id for b in client.batches.list()] == [batch.id]
+
+
+def test_batches_cancel_and_isolation_between_tenants(deployment: Deployment):
+    deployment.server.script = default_script(worker_delay=1.0)
+    a, b = deployment.client(deployment.key("tenant-a")), deployment.client(deployment.key("tenant-b"))
+    f = a.files.create(file=("in.jsonl", io.BytesIO(_batch_lines(20, set()))), purpose="batch")
+    batch = a.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    for call in (
+        lambda: b.batches.retrieve(batch.id),
+        lambda: b.batches.cancel(batch.id),
+        lambda: b.files.retrieve(f.id),
+        lambda: b.files.content(f.id),
+    ):
+        with pytest.raises(openai.NotFoundError):
+            call()
+    assert list(b.batches.list()) == []
+    time.sleep(1.0)
+    cancelled = a.batches.cancel(batch.id)
+    assert cancelled.status in ("cancelling", "cancelled")
+    deadline = time.monotonic() + 60
+    while cancelled.status != "cancelled" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        cancelled = a.batches.retrieve(batch.id)
+    assert cancelled.status == "cancelled"
+    counts = cancelled.request_counts
+    assert counts.total == 20 and counts.completed + counts.failed == 20 and counts.failed > 0
+    with pytest.raises(openai.AuthenticationError):
+        deployment.client("ck-wrong").models.list()
