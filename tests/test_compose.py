@@ -60,11 +60,14 @@ def test_vllm_serves_the_conductor_on_a_gpu_with_runtime_lora():
     assert f"hosted_vllm/{served}" in frontier and "http://vllm:8000/v1" in frontier
 
 
-def test_flower_has_auth_and_only_the_services_that_have_a_command():
+def test_flower_has_auth_and_the_api_runs_the_real_command():
     services = _services()
 
     assert "--basic-auth=" in " ".join(services["flower"]["command"])
-    assert "api" not in services, "no HTTP API service until a real `conductor api` command exists"
+    assert services["api"]["command"] == ["conductor", "api", "--host", "0.0.0.0", "--port", "8000"]
+    from conductor.cli.main import app
+
+    assert "api" in {c.name for c in app.registered_commands}, "the compose command must exist"
     assert {"redis", "postgres", "vllm", "beat", "flower"} <= set(services)
 
 
