@@ -120,6 +120,8 @@ class _Source:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.stem = _stem(path)
+        if path.is_dir():
+            raise InputError(f"{path} is a directory, not a problem file")
         if not path.is_file():
             raise InputError(f"no such problem file: {path}")
         try:
@@ -128,7 +130,13 @@ class _Source:
             with self._open() as fh:
                 head = fh.read(4096)
         except (OSError, EOFError) as exc:
-            raise InputError(f"cannot read {path}: {exc}") from exc
+            if not self.gzipped or path.name.endswith(".gz"):
+                raise InputError(f"cannot read {path}: {exc}") from exc
+            # Not gzip after all, just a first line starting with its magic bytes: read the file
+            # as text, so that line is reported and the others are kept.
+            self.gzipped = False
+            with self._open() as fh:
+                head = fh.read(4096)
         self.array: list | None = None
         if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
             self.array = self._load_array()
