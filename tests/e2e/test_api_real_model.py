@@ -1,0 +1,57 @@
+"""The official `openai` client's chat completion answered by SmolLM2 through the whole pipeline:
+a real `conductor api` process in the embedded mode (SQLite, in-process Celery worker)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import openai
+import pytest
+import yaml
+
+from conductor.app.runtime import Runtime
+from conductor.app.tenants import create_key
+from conductor.config.settings import Settings
+from tests.api.test_openai_client import free_port, wait_http
+from tests.conftest import MODEL_HOME
+from tests.support.cluster import REPO, Proc
+
+pytestmark = pytest.mark.slow
+
+
+def test_openai_client_chat_is_answered_by_the_local_model(tmp_path: Path):
+    if not (MODEL_HOME / "models" / "smollm2-135m-instruct" / "config.json").exists():
+        pytest.fail("the local model is missing: run `make model` (the test command does)")
+    (tmp_path / "models").symlink_to(MODEL_HOME / "models")
+    pool = yaml.safe_load((REPO / "conductor" / "config" / "pools" / "local.yaml").read_text())
+    pool["conductor"]["max_tokens"] = 160  # short completions keep the CPU run short; same path
+    for w in pool["workers"]:
+        w["max_tokens"] = 48
+    (tmp_path / "pool.yaml").write_text(yaml.safe_dump(pool))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONDUCTOR_")}
+    env.update(
+        CONDUCTOR_HOME=str(tmp_path),
+        CONDUCTOR_POOL_FILE=str(tmp_path / "pool.yaml"),
+        CONDUCTOR_RECURSION="false",
+        HF_HUB_OFFLINE="1",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        PYTHONPATH=str(REPO),
+    )
+    runtime = Runtime(Settings(home=tmp_path, pool_file=tmp_path / "pool.yaml"))
+    key, _ = create_key(runtime.sessions, "acme")
+    runtime.close()
+    port = free_port()
+    api = Proc("api", ["api", "--port", str(port)], env, tmp_path / "api.log")
+    try:
+        wait_http(f"http://127.0.0.1:{port}/openapi.json", api, timeout=180)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0, timeout=600)
+        reply = client.chat.completions.create(
+            model="conductor", messages=[{"role": "user", "content": "What is 2 + 3? Answer with a number."}]
+        )
+    finally:
+        api.stop()
+    info = reply.model_extra["conductor"]
+    assert info["status"] == "done", api.tail()
+    assert reply.choices[0].message.content and reply.usage.completion_tokens > 0
+    assert info["model_calls"] >= 2 and info["rounds"] >= 1  # the Conductor planned and a worker answered
