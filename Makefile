@@ -47,6 +47,7 @@ lint: setup
 	$(BIN)/ruff check conductor tasks reward_pipeline schedulers tests benchmarks
 	$(BIN)/ruff format --check conductor tasks reward_pipeline schedulers tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: model services
 	$(BIN)/python benchmarks/queue_overhead.py

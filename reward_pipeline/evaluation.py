@@ -44,14 +44,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-
 from conductor.app.runtime import Runtime
 from conductor.app.service import Service
 from conductor.domain.errors import InputError, VerifierError
 from conductor.domain.inputs import read_problems
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB
+from conductor.store import queries
 from conductor.store.models import Job, Reward
 from reward_pipeline.baselines import Method
 from reward_pipeline.report import aggregate, markdown, plot_accuracy_by_benchmark, plot_accuracy_vs_tokens
@@ -160,15 +159,10 @@ def _result_line(
 ) -> dict[str, Any]:
     with runtime.sessions() as s:
         job = s.get_one(Job, job_id)
-        chains = sorted((c for c in job.chains if c.parent_step_id is None), key=lambda c: c.sample_index)
-        rewards = {
-            r.chain_id: r
-            for r in s.scalars(
-                select(Reward).where(Reward.job_id == job_id, Reward.source == "verifier", Reward.chain_id.is_not(None))
-            )
-        }
+        chains = queries.top_chains(job)
+        rewards = {r.chain_id: r for r in queries.verifier_rewards(s, job_id, chains_only=True)}
         steps = [r.n_steps for c in chains for r in c.rounds if r.workflow and r.n_steps]
-        latency = (job.finished_at - job.created_at).total_seconds() if job.finished_at and job.created_at else None
+        latency = queries.job_seconds(job)
         answer, chosen = job.answer, rewards.get(job.answer_chain_id)
         votes: dict[str, int] | None = None
         if method.vote:
@@ -290,30 +284,20 @@ def run_eval(
             sink.write("\n")  # end the line an interrupted run cut short, or the next record joins it
         while queue or inflight:
             while queue and len(inflight) < parallel:
-                pair = queue.pop()
-                args = pair.method.job_args(pair.problem)
-                args["options"] = {**args["options"], "eval": {"run": run_id, "method": pair.method.label}}
-                # Keyed on the output folder and the pair: a rerun after an interruption picks up
-                # the job it had already submitted (running or done) instead of submitting twice.
-                key = hashlib.sha256(f"{out.resolve()}|{'|'.join(pair.key)}".encode()).hexdigest()[:40]
-                pair.job_id, _ = service.submit(pair.problem, idempotency_key=f"eval:{key}", **args)
-                pair.submitted_at = time.monotonic()
+                pair = _submit(service, queue.pop(), run_id, out)
                 inflight[pair.job_id] = pair
             finished = _poll(runtime, inflight, score_grace_s)
-            now = time.monotonic()
-            for job_id in list(inflight):
-                pair = inflight[job_id]
-                if job_id not in finished and now - pair.submitted_at > job_timeout_s:
-                    timed_out.append(
-                        {
-                            "benchmark": pair.benchmark,
-                            "method": pair.method.label,
-                            "problem_id": str(pair.problem.id),
-                            "job_id": job_id,
-                        }
-                    )
-                    del inflight[job_id]
-                    bar.update(1)
+            for job_id in _expired(inflight, finished, job_timeout_s):
+                pair = inflight.pop(job_id)
+                timed_out.append(
+                    {
+                        "benchmark": pair.benchmark,
+                        "method": pair.method.label,
+                        "problem_id": str(pair.problem.id),
+                        "job_id": job_id,
+                    }
+                )
+                bar.update(1)
             for job_id in finished:
                 pair = inflight.pop(job_id)
                 line = _finish(runtime, pair, judge)
@@ -321,10 +305,7 @@ def run_eval(
                 sink.write(json.dumps(line) + "\n")
                 sink.flush()
                 bar.update(1)
-                bar.set_postfix_str(
-                    f"{pair.method.label} {pair.problem.id}: "
-                    f"{'ok' if line['correct'] else 'wrong' if line['correct'] is False else '?'}"
-                )
+                bar.set_postfix_str(f"{pair.method.label} {pair.problem.id}: {_mark(line['correct'])}")
             if not finished:
                 time.sleep(poll_s)
     bar.close()
@@ -342,24 +323,36 @@ def run_eval(
     return EvalReport(out, report["summary"], report["table"], len(todo), skipped, timed_out, report["files"])
 
 
+def _submit(service: Service, pair: _Pair, run_id: str, out: Path) -> _Pair:
+    """Submit one pair's job, tagged as evaluation so trace export leaves it out."""
+    args = pair.method.job_args(pair.problem)
+    args["options"] = {**args["options"], "eval": {"run": run_id, "method": pair.method.label}}
+    # Keyed on the output folder and the pair: a rerun after an interruption picks up
+    # the job it had already submitted (running or done) instead of submitting twice.
+    key = hashlib.sha256(f"{out.resolve()}|{'|'.join(pair.key)}".encode()).hexdigest()[:40]
+    pair.job_id, _ = service.submit(pair.problem, idempotency_key=f"eval:{key}", **args)
+    pair.submitted_at = time.monotonic()
+    return pair
+
+
+def _expired(inflight: dict[str, _Pair], finished: list[str], job_timeout_s: float) -> list[str]:
+    """Jobs in flight past their timeout (a rerun retries them)."""
+    now = time.monotonic()
+    return [j for j, p in inflight.items() if j not in finished and now - p.submitted_at > job_timeout_s]
+
+
+def _mark(correct: bool | None) -> str:
+    return "ok" if correct else "wrong" if correct is False else "?"
+
+
 def _poll(runtime: Runtime, inflight: dict[str, _Pair], grace_s: float) -> list[str]:
     """Jobs whose result is ready: ended, and scored (or not verifiable, or the grace ran out)."""
     if not inflight:
         return []
     ids = list(inflight)
     with runtime.sessions() as s:
-        ended = set(s.scalars(select(Job.id).where(Job.id.in_(ids), Job.status.in_(TERMINAL))))
-        scored = (
-            set(
-                s.scalars(
-                    select(Reward.job_id).where(
-                        Reward.job_id.in_(list(ended)), Reward.source == "verifier", Reward.chain_id.is_not(None)
-                    )
-                )
-            )
-            if ended
-            else set()
-        )
+        ended = queries.ended(s, ids)
+        scored = queries.scored(s, ended)
     now = time.monotonic()
     ready = []
     for job_id in ids:

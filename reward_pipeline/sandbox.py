@@ -460,81 +460,16 @@ def run_python(
 
     base = Path(tempfile.mkdtemp(prefix="conductor-sbx-"))
     try:
-        os.chmod(base, 0o711)  # the sandbox uid may traverse to work/ but not list or reach out/
-        work = base / "work"
-        work.mkdir(mode=0o700)
-        out_dir = base / "out"
-        out_dir.mkdir(mode=0o700)
-        if uid is not None:
-            os.chown(work, uid, uid)
-        stdout_path, stderr_path = out_dir / "stdout", out_dir / "stderr"
-        env = {k: os.environ[k] for k in _KEPT_ENV if k in os.environ}
-        env.setdefault("PATH", "/usr/bin:/bin")
-
-        popen_kw: dict[str, Any] = {}
-        py_cmd = [iso.python, "-I", "-"]
-        if ns:
-            unshare = ["unshare"]
-            if iso.mode == "user-namespaces":
-                unshare += ["--user", "--map-root-user"]
-            unshare += ["--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--"]
-            cmd = [
-                *unshare, "/bin/sh", "-c", _NS_SCRIPT, "sh",
-                str(work), str(limits.tmpfs_bytes), str(uid) if uid is not None else "-", *py_cmd,
-            ]  # fmt: skip
-            cwd = "/"
-        else:
-            cmd = py_cmd
-            cwd = str(work)
-            if uid is not None:
-                popen_kw.update(user=uid, group=uid, extra_groups=[])
-
-        data = source.encode("utf-8")
-        start = time.monotonic()
-        timed_out = False
-        with stdout_path.open("wb") as out_f, stderr_path.open("wb") as err_f:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.PIPE,
-                stdout=out_f,
-                stderr=err_f,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=_limits_preexec(limits, shared_uid=uid is None),  # noqa: PLW1509 - see docstring
-                **popen_kw,
-            )
-            writer = threading.Thread(target=_feed, args=(proc, data), daemon=True)
-            writer.start()
-            try:
-                proc.wait(timeout=limits.wall_time_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc.pid)
-                proc.wait()
-            finally:
-                # Also after a normal exit: background children may still hold the group.
-                _kill_group(proc.pid)
-                writer.join(timeout=5)
-        duration = time.monotonic() - start
+        work, out_dir = _make_dirs(base, uid)
+        cmd, cwd, popen_kw = _command(iso, limits, work, uid)
+        rc, timed_out, duration = _execute(cmd, cwd, popen_kw, source.encode("utf-8"), limits, uid, out_dir)
         if uid is not None and not ns:
             _kill_uid(iso.python, uid)
-
-        rc = proc.returncode
-        stdout_tail, stdout_bytes = _read_tail(stdout_path, limits.tail_bytes)
-        stderr_tail, stderr_bytes = _read_tail(stderr_path, limits.tail_bytes)
+        stdout_tail, stdout_bytes = _read_tail(out_dir / "stdout", limits.tail_bytes)
+        stderr_tail, stderr_bytes = _read_tail(out_dir / "stderr", limits.tail_bytes)
         if rc == _SETUP_EXIT and SETUP_FAILED_MARK in stderr_tail:
             raise SandboxSetupError(stderr_tail.strip()[-500:])
-        sig: int | None = None
-        exit_code: int | None = rc
-        if rc < 0:
-            sig, exit_code = -rc, None
-        elif ns and rc > 128 and rc - 128 < signal.NSIG:
-            # sh (the namespace's init) reports a child killed by signal N as 128+N
-            sig, exit_code = rc - 128, None
-        if timed_out:
-            sig, exit_code = signal.SIGKILL, None
+        sig, exit_code = _exit_status(rc, ns=ns, timed_out=timed_out)
         return SandboxResult(
             exit_code=exit_code,
             signal=sig,
@@ -551,6 +486,93 @@ def run_python(
         )
     finally:
         _rmtree(base)
+
+
+def _make_dirs(base: Path, uid: int | None) -> tuple[Path, Path]:
+    """work/ (the program's, owned by its uid) and out/ (ours: its stdout and stderr files)."""
+    os.chmod(base, 0o711)  # the sandbox uid may traverse to work/ but not list or reach out/
+    work = base / "work"
+    work.mkdir(mode=0o700)
+    out_dir = base / "out"
+    out_dir.mkdir(mode=0o700)
+    if uid is not None:
+        os.chown(work, uid, uid)
+    return work, out_dir
+
+
+def _command(
+    iso: Isolation, limits: SandboxLimits, work: Path, uid: int | None
+) -> tuple[list[str], str, dict[str, Any]]:
+    """The command line, working directory and extra Popen arguments for this isolation mode."""
+    py_cmd = [iso.python, "-I", "-"]
+    if iso.mode in ("namespaces", "user-namespaces"):
+        unshare = ["unshare"]
+        if iso.mode == "user-namespaces":
+            unshare += ["--user", "--map-root-user"]
+        unshare += ["--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--"]
+        cmd = [
+            *unshare, "/bin/sh", "-c", _NS_SCRIPT, "sh",
+            str(work), str(limits.tmpfs_bytes), str(uid) if uid is not None else "-", *py_cmd,
+        ]  # fmt: skip
+        return cmd, "/", {}
+    popen_kw: dict[str, Any] = {}
+    if uid is not None:
+        popen_kw.update(user=uid, group=uid, extra_groups=[])
+    return py_cmd, str(work), popen_kw
+
+
+def _execute(
+    cmd: list[str],
+    cwd: str,
+    popen_kw: dict[str, Any],
+    data: bytes,
+    limits: SandboxLimits,
+    uid: int | None,
+    out_dir: Path,
+) -> tuple[int, bool, float]:
+    """Run the command under the limits, feeding it ``data``; returns (returncode, timed out, seconds)."""
+    env = {k: os.environ[k] for k in _KEPT_ENV if k in os.environ}
+    env.setdefault("PATH", "/usr/bin:/bin")
+    start = time.monotonic()
+    timed_out = False
+    with (out_dir / "stdout").open("wb") as out_f, (out_dir / "stderr").open("wb") as err_f:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=out_f,
+            stderr=err_f,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=_limits_preexec(limits, shared_uid=uid is None),  # noqa: PLW1509 - see docstring
+            **popen_kw,
+        )
+        writer = threading.Thread(target=_feed, args=(proc, data), daemon=True)
+        writer.start()
+        try:
+            proc.wait(timeout=limits.wall_time_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc.pid)
+            proc.wait()
+        finally:
+            # Also after a normal exit: background children may still hold the group.
+            _kill_group(proc.pid)
+            writer.join(timeout=5)
+    return proc.returncode, timed_out, time.monotonic() - start
+
+
+def _exit_status(rc: int, *, ns: bool, timed_out: bool) -> tuple[int | None, int | None]:
+    """(signal, exit code) from a return code; exactly one is set."""
+    if timed_out:
+        return signal.SIGKILL, None
+    if rc < 0:
+        return -rc, None
+    if ns and rc > 128 and rc - 128 < signal.NSIG:
+        # sh (the namespace's init) reports a child killed by signal N as 128+N
+        return rc - 128, None
+    return None, rc
 
 
 def _feed(proc: subprocess.Popen, data: bytes) -> None:

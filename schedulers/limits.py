@@ -50,6 +50,7 @@ from limits.storage import RedisStorage
 from limits.strategies import MovingWindowRateLimiter, RateLimiter, SlidingWindowCounterRateLimiter
 
 from conductor.config.pool import Limits, ModelSpec, Pool
+from conductor.config.settings import Settings
 from conductor.domain.errors import RateLimited
 from schedulers import keys
 
@@ -109,6 +110,13 @@ def has_limits(pool: Pool) -> bool:
     """Whether any provider or model of the pool declares a limit (else no limiter is needed)."""
     specs = [pool.conductor, *pool.workers]
     return any(_any(lim) for lim in [*pool.providers.values(), *(s.limits for s in specs)])
+
+
+def cluster_limiter(settings: Settings, pool: Pool) -> RedisLimiter | None:
+    """A `Runtime`'s limiter factory: cluster-wide limits when the pool declares any and a Redis
+    is configured, else none."""
+    url = settings.cluster_redis_url
+    return RedisLimiter(url, pool) if url and has_limits(pool) else None
 
 
 def _any(lim: Limits) -> bool:

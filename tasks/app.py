@@ -7,6 +7,7 @@ from kombu import Exchange, Queue
 
 from conductor.app.runtime import Runtime
 from conductor.config.settings import Settings
+from schedulers.limits import cluster_limiter
 from tasks.names import QUEUES, ROUTES
 from tasks.names import Queue as QueueName
 
@@ -39,7 +40,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Celery:
         worker_send_task_events=True,
         task_send_sent_event=True,
     )
-    runtime = runtime or Runtime(settings)
+    runtime = runtime or Runtime(settings, limiter_factory=cluster_limiter)
     from tasks.pipeline import register
 
     register(app, runtime)

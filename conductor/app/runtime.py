@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 
 from sqlalchemy import Engine as SqlEngine
@@ -13,14 +14,26 @@ from conductor.engine import Engine
 from conductor.inference.gateway import CallLimiter, Gateway
 from conductor.store.db import make_engine, session_factory, upgrade
 
+#: Builds the cluster-wide call limiter for a pool (or None: no limits). Passed in by the entry
+#: points (`schedulers.limits.cluster_limiter`): the application layer does not import schedulers.
+LimiterFactory = Callable[[Settings, Pool], CallLimiter | None]
+
 
 class Runtime:
     """Everything built from settings, lazily and once per process (workers build theirs after fork)."""
 
-    def __init__(self, settings: Settings, *, pool: Pool | None = None, limiter: CallLimiter | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        pool: Pool | None = None,
+        limiter: CallLimiter | None = None,
+        limiter_factory: LimiterFactory | None = None,
+    ) -> None:
         self.settings = settings
         self._pool = pool
         self._limiter = limiter
+        self._limiter_factory = limiter_factory
 
     @cached_property
     def db(self) -> SqlEngine:
@@ -38,14 +51,10 @@ class Runtime:
 
     @cached_property
     def gateway(self) -> Gateway:
-        return Gateway(self.pool, model_home=self.settings.model_cache, limiter=self._limiter or self._redis_limiter())
-
-    def _redis_limiter(self) -> CallLimiter | None:
-        """Cluster-wide limits when the pool declares any and a Redis is at hand (else none)."""
-        from schedulers.limits import RedisLimiter, has_limits
-
-        url = self.settings.cluster_redis_url
-        return RedisLimiter(url, self.pool) if url and has_limits(self.pool) else None
+        limiter = self._limiter
+        if limiter is None and self._limiter_factory is not None:
+            limiter = self._limiter_factory(self.settings, self.pool)
+        return Gateway(self.pool, model_home=self.settings.model_cache, limiter=limiter)
 
     @cached_property
     def engine(self) -> Engine:

@@ -127,10 +127,11 @@ def check(
     from rich.table import Table
 
     from conductor.app.runtime import Runtime
+    from schedulers.limits import cluster_limiter
 
     with errors_to_exit_codes():
         settings, pool = _load(pool_file)
-        gateway = Runtime(settings, pool=pool).gateway  # with the cluster limits when Redis is configured
+        gateway = Runtime(settings, pool=pool, limiter_factory=cluster_limiter).gateway  # cluster limits if configured
 
         def probe(row: tuple[str, str, ModelSpec]) -> tuple[str, float, str]:
             _, name, spec = row

@@ -46,7 +46,8 @@ def serve_command(
 ) -> None:
     """Serve MODEL with vLLM on this machine until Ctrl-C."""
     from conductor.config.settings import Settings
-    from conductor.inference.vllm_server import VllmServer, VllmServerError, default_python
+    from conductor.domain.errors import VllmServerError
+    from conductor.inference.vllm_server import VllmServer, default_python
 
     settings = Settings()
     model_path = resolve_model(model, settings.model_cache)

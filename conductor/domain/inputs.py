@@ -36,7 +36,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pydantic import ValidationError
 
@@ -137,15 +137,17 @@ class _Source:
             self.gzipped = False
             with self._open() as fh:
                 head = fh.read(4096)
-        self.array: list | None = None
+        self.array: list[Any] | None = None
         if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
             self.array = self._load_array()
         self.unit = "record" if self.array is not None else "line"
 
-    def _open(self):
-        return gzip.open(self.path, "rb") if self.gzipped else self.path.open("rb")
+    def _open(self) -> IO[bytes]:
+        if self.gzipped:
+            return gzip.open(self.path, "rb")  # type: ignore[return-value]  # GzipFile is a binary IO
+        return self.path.open("rb")
 
-    def _load_array(self) -> list:
+    def _load_array(self) -> list[Any]:
         try:
             with self._open() as fh:
                 data = json.loads(fh.read().decode("utf-8-sig"))
@@ -440,7 +442,7 @@ def _mbpp_entry_point(code: Any, tests: list[str]) -> str | None:
     called = re.findall(r"(\w+)\s*\(", "\n".join(tests))
     for name in called:
         if name in defined:
-            return name
+            return str(name)
     return None
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Access = Literal["all"] | tuple[int, ...]
 
@@ -32,7 +32,7 @@ class Workflow:
     ) -> Workflow:
         steps = []
         for i, (m, s, a) in enumerate(zip(model_id, subtasks, access_list, strict=True)):
-            access: Access = "all" if a == "all" else tuple(int(x) for x in a)  # type: ignore[union-attr]
+            access: Access = "all" if a == "all" else tuple(int(x) for x in a)
             steps.append(Step(index=i, worker=int(m), subtask=str(s), access=access))
         return cls(tuple(steps))
 
@@ -47,7 +47,7 @@ class Workflow:
     def roots(self) -> tuple[int, ...]:
         return tuple(s.index for s in self.steps if not s.dependencies())
 
-    def to_lists(self) -> dict[str, list]:
+    def to_lists(self) -> dict[str, list[Any]]:
         return {
             "model_id": [s.worker for s in self.steps],
             "subtasks": [s.subtask for s in self.steps],

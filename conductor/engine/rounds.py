@@ -90,7 +90,11 @@ class RoundRules(Transitions):
                 rnd.status, rnd.finished_at = RoundStatus.UNPARSEABLE.value, now()
                 return self._after_unparseable(s, rnd)
             if workflow.is_empty:
-                rnd.parse_status, rnd.status, rnd.finished_at = ParseStatus.ACCEPT.value, RoundStatus.ACCEPTED.value, now()
+                rnd.parse_status, rnd.status, rnd.finished_at = (
+                    ParseStatus.ACCEPT.value,
+                    RoundStatus.ACCEPTED.value,
+                    now(),
+                )
                 return self._keep_previous_answer(s, rnd)
             rnd.parse_status = ParseStatus.OK.value
             return Effects(steps=self._start_workflow(s, rnd, workflow))
@@ -147,7 +151,9 @@ class RoundRules(Transitions):
         if fallback_name:
             index = [w.name for w in self.pool.workers].index(self.pool.worker(fallback_name).name)
             fallback = self._new_round(s, chain, RoundKind.FALLBACK)
-            return Effects(steps=self._start_workflow(s, fallback, Workflow.from_lists([index], [chain.question], [[]])))
+            return Effects(
+                steps=self._start_workflow(s, fallback, Workflow.from_lists([index], [chain.question], [[]]))
+            )
         return self._finish_chain(
             s, chain.id, ChainStatus.FAILED, error=f"no valid plan after {failures} attempts: {rnd.parse_error}"
         )

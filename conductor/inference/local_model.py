@@ -76,7 +76,7 @@ def _convert(gguf_path: Path, target: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     config = AutoConfig.from_pretrained(folder, gguf_file=name)
-    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)  # type: ignore[no-untyped-call]
     missing, unexpected = plain.load_state_dict(loaded.state_dict(), strict=False)
     real_missing = [k for k in missing if "lm_head" not in k]
     if real_missing or unexpected:

@@ -53,9 +53,7 @@ def scored(s: Session, job_ids: Iterable[str]) -> set[str]:
     ids = list(job_ids)
     if not ids:
         return set()
-    q = select(Reward.job_id).where(
-        Reward.job_id.in_(ids), Reward.source == VERIFIER, Reward.chain_id.is_not(None)
-    )
+    q = select(Reward.job_id).where(Reward.job_id.in_(ids), Reward.source == VERIFIER, Reward.chain_id.is_not(None))
     return set(s.scalars(q))
 
 

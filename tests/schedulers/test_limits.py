@@ -14,7 +14,7 @@ from conductor.app.runtime import Runtime
 from conductor.domain.errors import RateLimited, WorkerCallError
 from conductor.inference.gateway import NoLimits
 from schedulers import keys
-from schedulers.limits import RedisLimiter, has_limits, model_scope
+from schedulers.limits import RedisLimiter, cluster_limiter, has_limits, model_scope
 from tests.schedulers._hammer import limited_pool
 from tests.support.pools import scripted_pool
 from tests.support.system import make_settings
@@ -219,10 +219,11 @@ def test_runtime_builds_a_redis_limiter_only_when_there_are_limits_and_a_redis(t
     limited = limited_pool(BASE)
     unlimited = scripted_pool(BASE)
 
-    with_url = Runtime(make_settings(tmp_path, redis_url=redis_db), pool=limited)
-    from_broker = Runtime(make_settings(tmp_path, broker_url=redis_db), pool=limited)
-    embedded = Runtime(make_settings(tmp_path), pool=limited)
-    no_limits = Runtime(make_settings(tmp_path, redis_url=redis_db), pool=unlimited)
+    # The entry points (tasks.app, the CLI) pass the limiter factory in; conductor.app does not import schedulers.
+    with_url = Runtime(make_settings(tmp_path, redis_url=redis_db), pool=limited, limiter_factory=cluster_limiter)
+    from_broker = Runtime(make_settings(tmp_path, broker_url=redis_db), pool=limited, limiter_factory=cluster_limiter)
+    embedded = Runtime(make_settings(tmp_path), pool=limited, limiter_factory=cluster_limiter)
+    no_limits = Runtime(make_settings(tmp_path, redis_url=redis_db), pool=unlimited, limiter_factory=cluster_limiter)
     given = NoLimits()
 
     assert isinstance(with_url.gateway.limiter, RedisLimiter)
