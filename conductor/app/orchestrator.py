@@ -52,7 +52,7 @@ class Orchestrator:
                 previous_answer=task.previous_answer or "",
                 max_steps=task.max_steps,
             )
-        return build_plan_messages(task.question, cards, max_steps=task.max_steps)
+        return build_plan_messages(task.question, cards, max_steps=task.max_steps, style=self.rt.pool.conductor.prompt)
 
     def run_step(self, step_id: int, host: str = "") -> Effects:
         engine, pool = self.rt.engine, self.rt.pool

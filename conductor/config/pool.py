@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from conductor.domain.errors import ConfigError
 from conductor.domain.prompts import WorkerCard
 
-BUNDLED = Path(__file__).parent / "pools"
+CONFIG_DIR = Path(__file__).resolve().parent
+BUNDLED = CONFIG_DIR / "pools"
 DEFAULT_POOL = BUNDLED / "local.yaml"
 CONDUCTOR_WORKER_NAME = "conductor"
 
@@ -80,6 +81,22 @@ class ConductorSpec(ModelSpec):
     max_tokens: int = Field(1024, gt=0)
     in_pool: bool = Field(False, description="Show the Conductor as a worker (recursive workflows).")
     policy_version: str = Field("base", description="Checkpoint id of the served policy, stored with every plan.")
+    adapter: str | None = Field(
+        None,
+        description="LoRA adapter directory served on top of a `local/` model (relative paths: against "
+        "conductor/config/); vLLM serves adapters under their own model name instead.",
+    )
+    prompt: Literal["full", "compact"] = Field(
+        "full",
+        description="`full`: the paper's prompt with rules and four few-shot workflows; `compact`: pool, "
+        "question and the output contract only, for a Conductor trained on the format (shorter, cheaper).",
+    )
+
+    def adapter_path(self) -> Path | None:
+        if not self.adapter:
+            return None
+        path = Path(self.adapter)
+        return path if path.is_absolute() else (CONFIG_DIR / path).resolve()
 
 
 class Pool(BaseModel):

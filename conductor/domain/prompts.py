@@ -121,9 +121,25 @@ def few_shot_examples(pool_size: int, *, max_steps: int = 5) -> list[tuple[str, 
     return examples
 
 
-def build_plan_messages(question: str, workers: Sequence[WorkerCard], *, max_steps: int = 5) -> list[dict]:
-    """System + user messages asking the Conductor for a workflow for ``question``."""
+#: The compact prompt's instruction: the output contract only. A Conductor trained on the format
+#: needs no rules or few-shot examples, and every prompt token costs training and serving time.
+_COMPACT_TASK = (
+    "Write a workflow of 1 to {max_steps} steps for the question: one python code block defining "
+    "model_id, subtasks and access_list."
+)
+
+
+def build_plan_messages(
+    question: str, workers: Sequence[WorkerCard], *, max_steps: int = 5, style: str = "full"
+) -> list[dict]:
+    """System + user messages asking the Conductor for a workflow for ``question``.
+
+    ``style="compact"`` drops the rules and few-shot workflows (for a Conductor trained on the format).
+    """
     _check(workers, max_steps)
+    if style == "compact":
+        user = f"{_pool(workers)}\n\nQuestion: {question.strip()}\n\n{_COMPACT_TASK.format(max_steps=max_steps)}"
+        return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
     shots = "\n\n".join(
         f"Question: {q}\n{wf.to_python()}" for q, wf in few_shot_examples(len(workers), max_steps=max_steps)
     )

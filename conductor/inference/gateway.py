@@ -149,7 +149,15 @@ class Gateway:
         spec = self.pool.conductor
         result = self._call_with_retries(spec, messages, label="conductor", want_logprobs=True)
         result.policy_version = spec.policy_version
-        result.sampling = {"temperature": spec.temperature, "max_tokens": spec.max_tokens}
+        # top_p 1 and no top-k: the behaviour distribution is exactly softmax(logits / temperature),
+        # which is what the trainer's importance ratio recomputes.
+        result.sampling = {
+            "temperature": spec.temperature,
+            "max_tokens": spec.max_tokens,
+            "top_p": 1.0,
+            "top_k": 0,
+            "logprobs": "processed",
+        }
         return result
 
     def switch_conductor(self, model: str, *, policy_version: str, api_base: str | None = None) -> ConductorSpec:
@@ -248,16 +256,19 @@ class Gateway:
         elif spec.provider in ("openai", "hosted_vllm") and spec.api_base:
             kwargs["api_key"] = "unused"  # local OpenAI-compatible servers want some key
         if spec.provider == local_backend.PROVIDER:
-            kwargs["api_base"] = str(self._local_path(spec.model))
+            address = str(self._local_path(spec.model))
+            adapter = spec.adapter_path() if isinstance(spec, ConductorSpec) else None
+            kwargs["api_base"] = f"{address}{local_backend.ADAPTER_SEPARATOR}{adapter}" if adapter else address
         if spec.reasoning_effort:
             kwargs["reasoning_effort"] = spec.reasoning_effort
             kwargs["drop_params"] = True
         if want_logprobs:
             kwargs["logprobs"] = True
+            kwargs["top_p"] = 1.0  # explicit: a server's generation_config defaults must not truncate
             if spec.provider in ("hosted_vllm", "openai") and spec.api_base:
                 # vLLM then writes logprob tokens as "token_id:N" and adds choices[0].token_ids and
                 # prompt_token_ids; other OpenAI-compatible servers ignore unknown fields.
-                kwargs["extra_body"] = dict(TOKEN_ID_EXTRA_BODY)
+                kwargs["extra_body"] = {**TOKEN_ID_EXTRA_BODY, "top_k": -1}
         estimate = spec.max_tokens + sum(len(str(m.get("content", ""))) for m in messages) // 4
         started = time.perf_counter()
         with self.limiter.slot(spec, estimated_tokens=estimate):

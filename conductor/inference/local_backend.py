@@ -21,6 +21,9 @@ from litellm import CustomLLM
 from litellm.types.utils import ChoiceLogprobs, Choices, Message, ModelResponse, Usage
 
 PROVIDER = "local"
+#: A Conductor with a LoRA adapter is addressed as `<base model dir>::<adapter dir>` (the api_base
+#: the gateway passes): each promoted checkpoint is then its own cache entry, never a reload in place.
+ADAPTER_SEPARATOR = "::"
 
 
 @dataclass
@@ -39,13 +42,20 @@ class Generation:
 class LocalModel:
     """One loaded model; generation is serialised because CPU torch already uses every core."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, adapter: str | None = None) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.path = path
+        self.adapter = adapter
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        if adapter:
+            from peft import PeftModel
+
+            # Merged once at load: generation then costs what the base model costs.
+            model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+        self.model = model
         self.model.eval()
         self.lock = threading.Lock()
         self._torch = torch
@@ -72,10 +82,12 @@ class LocalModel:
                 torch.manual_seed(seed)
             out = self.model.generate(prompt_ids, attention_mask=torch.ones_like(prompt_ids), **kwargs)
         new_ids = out.sequences[0, prompt_ids.shape[1] :].tolist()
-        # Behaviour logprobs under the raw model (temperature 1), as vLLM reports them:
-        # that is the distribution a GRPO importance ratio is taken against.
+        # Behaviour logprobs of the distribution actually sampled from (logits / temperature,
+        # no top-k/top-p), as vLLM reports them with `--logprobs-mode processed_logprobs`: the
+        # importance ratio of GRPO is taken against exactly this. Greedy calls report raw logprobs.
+        scale = temperature if do_sample else 1.0
         logprobs = [
-            float(torch.log_softmax(step_logits[0].float(), dim=-1)[tok])
+            float(torch.log_softmax(step_logits[0].float() / scale, dim=-1)[tok])
             for step_logits, tok in zip(out.logits, new_ids, strict=True)
         ]
         eos = self.tokenizer.eos_token_id
@@ -92,16 +104,18 @@ class LocalModelRegistry:
         self._models: dict[str, LocalModel] = {}
         self._lock = threading.Lock()
 
-    def get(self, path: str) -> LocalModel:
+    def get(self, address: str) -> LocalModel:
+        """The model at `address`: a model directory, or `<model dir>::<LoRA adapter dir>`."""
         with self._lock:
-            if path not in self._models:
-                self._models[path] = LocalModel(path)
-            return self._models[path]
+            if address not in self._models:
+                path, _, adapter = address.partition(ADAPTER_SEPARATOR)
+                self._models[address] = LocalModel(path, adapter or None)
+            return self._models[address]
 
-    def drop(self, path: str) -> None:
-        """Forget a model so the next call reloads it (used after a new checkpoint is promoted)."""
+    def drop(self, address: str) -> None:
+        """Forget a model so the next call reloads it."""
         with self._lock:
-            self._models.pop(path, None)
+            self._models.pop(address, None)
 
 
 class LocalProvider(CustomLLM):

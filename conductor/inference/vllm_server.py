@@ -100,7 +100,7 @@ class VllmServer:
         python: str | os.PathLike[str] | None = None,
         enable_lora: bool = True,
         max_lora_rank: int = 16,
-        max_loras: int = 2,
+        max_loras: int = 4,
         max_model_len: int = 4096,
         kv_cache_gb: int = 1,
         dtype: str = "auto",
@@ -149,6 +149,9 @@ class VllmServer:
             "--port", str(self.port),
             "--max-model-len", str(self.max_model_len),
             "--dtype", self.dtype,
+            # Logprobs of the distribution sampled from (after temperature), not the raw model's:
+            # the GRPO importance ratio is taken against these.
+            "--logprobs-mode", "processed_logprobs",
         ]  # fmt: skip
         if self.enable_lora:
             cmd += ["--enable-lora", "--max-lora-rank", str(self.max_lora_rank), "--max-loras", str(self.max_loras)]

@@ -1,0 +1,110 @@
+"""`conductor train ...` and `conductor checkpoints ...`: the retraining pipeline's commands."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from conductor.cli.common import echo_json, errors_to_exit_codes, load_settings
+
+train_app = typer.Typer(no_args_is_help=True, help="Retrain the Conductor from its traces (GRPO).")
+checkpoints_app = typer.Typer(no_args_is_help=True, help="The checkpoint registry: list, show, promote, rollback.")
+
+
+def _data_dir(value: Path | None) -> Path:
+    if value is not None:
+        return value
+    env = os.environ.get("CONDUCTOR_DATA_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def _registry():  # type: ignore[no-untyped-def]
+    from conductor.app.runtime import Runtime
+    from reward_pipeline.training.checkpoints import Registry
+
+    runtime = Runtime(load_settings())
+    return runtime, Registry(runtime.sessions)
+
+
+@train_app.command("warmup")
+def warmup(
+    gsm8k: int = typer.Option(200, help="GSM8K train questions to write plans for."),
+    arith: int = typer.Option(200, help="Generated arithmetic questions."),
+    examples: int = typer.Option(192, help="Supervised examples (plans) to train on."),
+    epochs: float = typer.Option(1.0),
+    lr: float = typer.Option(3e-4, help="LoRA learning rate."),
+    seed: int = typer.Option(0),
+    data_dir: Path | None = typer.Option(None, help="Benchmark data (default: ../shared/data)."),
+    promote: bool = typer.Option(False, help="Make the adapter the active Conductor at once (no gate)."),
+) -> None:
+    """Format warm-up: SFT on synthetic plans the parser accepts; registers a candidate checkpoint."""
+    from conductor.inference.local_model import model_dir, pull_default_model
+    from reward_pipeline.training.problems import training_problems
+    from reward_pipeline.training.stages import warmup_stage
+    from reward_pipeline.training.warmup import WarmupConfig
+
+    with errors_to_exit_codes():
+        runtime, registry = _registry()
+        settings = runtime.settings
+        pull_default_model(settings.model_cache)
+        problems = training_problems(_data_dir(data_dir), gsm8k=gsm8k, arith=arith, seed=seed)
+        config = WarmupConfig(examples=examples, epochs=epochs, learning_rate=lr, seed=seed)
+        view = warmup_stage(
+            registry=registry,
+            pool=runtime.pool,
+            problems=problems,
+            base_model=model_dir(settings.model_cache),
+            home=settings.home,
+            config=config,
+            max_steps=settings.max_steps,
+            provenance={"command": "conductor train warmup", "gsm8k": gsm8k, "arith": arith},
+        )
+        if promote:
+            view = registry.promote(view.id)
+        echo_json({"checkpoint": view.id, "status": view.status, "path": view.path, "metrics": view.metrics})
+
+
+@checkpoints_app.command("list")
+def list_checkpoints() -> None:
+    """Every checkpoint with its stage, status and headline metrics."""
+    with errors_to_exit_codes():
+        _, registry = _registry()
+        for c in registry.list():
+            gate = c.gate or {}
+            verdict = "" if not gate else ("gate passed" if gate.get("passed") else "gate failed")
+            typer.echo(f"{c.id}  {c.status:9}  stage={c.stage}  parent={c.parent_id or '-'}  {verdict}")
+
+
+@checkpoints_app.command("show")
+def show_checkpoint(checkpoint_id: str) -> None:
+    """One checkpoint: config, dataset window, metrics and the gate's decision with its numbers."""
+    import dataclasses
+
+    with errors_to_exit_codes():
+        _, registry = _registry()
+        echo_json(dataclasses.asdict(registry.get(checkpoint_id)))
+
+
+@checkpoints_app.command("promote")
+def promote_checkpoint(checkpoint_id: str) -> None:
+    """Make CHECKPOINT_ID the active Conductor; every process switches within seconds, no restart."""
+    with errors_to_exit_codes():
+        _, registry = _registry()
+        view = registry.promote(checkpoint_id)
+        typer.echo(f"active: {view.id}")
+
+
+@checkpoints_app.command("rollback")
+def rollback_checkpoint() -> None:
+    """Re-activate the active checkpoint's parent (or the pool's own Conductor when it has none)."""
+    with errors_to_exit_codes():
+        _, registry = _registry()
+        view = registry.rollback()
+        typer.echo(f"active: {view.id if view else 'the pool default'}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(train_app, name="train")
+    app.add_typer(checkpoints_app, name="checkpoints")

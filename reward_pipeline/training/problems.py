@@ -1,0 +1,77 @@
+"""The problem sets of the retraining loop: training problems, a fixed dev set training never sees,
+and prompts from benchmarks the loop never trains on (to check the plans generalise).
+
+Easy arithmetic is generated here (with its answer) because a 135M pool gets it right only some of
+the time, and unevenly across workers: that variance is the correctness signal GRPO needs beyond
+format, which alone saturates at reward 0.5.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+from conductor.domain.inputs import read_problems
+from conductor.domain.problem import Problem
+
+#: Dev problems are taken from the *test* splits with these sizes; training uses train splits and
+#: generated arithmetic with another seed, so the two never overlap.
+DEV_GSM8K = 8
+DEV_ARITHMETIC = 16
+DEV_SEED = 99_991
+
+
+def arithmetic(n: int, *, seed: int, prefix: str = "arith") -> list[Problem]:
+    """`n` one- or two-operation integer problems with their answers, reproducible from `seed`."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        a, b, c = rng.randint(2, 60), rng.randint(2, 40), rng.randint(2, 9)
+        form = rng.randrange(4)
+        if form == 0:
+            q, ans = f"What is {a} + {b}?", a + b
+        elif form == 1:
+            q, ans = f"What is {a + b} - {b}?", a
+        elif form == 2:
+            q, ans = f"What is {c} * {b}?", c * b
+        else:
+            q, ans = f"Tom has {a} apples and buys {b} more. How many apples does he have now?", a + b
+        out.append(Problem(id=f"{prefix}-{seed}-{i}", question=q, answer=str(ans), kind="math"))
+    return out
+
+
+def _take(path: Path, n: int, *, skip: int = 0) -> list[Problem]:
+    out: list[Problem] = []
+    for _, item in read_problems(path):
+        if isinstance(item, Problem):
+            if skip:
+                skip -= 1
+                continue
+            out.append(item)
+            if len(out) >= n:
+                break
+    return out
+
+
+def training_problems(data_dir: Path, *, gsm8k: int, arith: int, seed: int) -> list[Problem]:
+    """GSM8K *train* problems plus generated arithmetic, shuffled with `seed`."""
+    problems = _take(data_dir / "gsm8k_train.jsonl", gsm8k) + arithmetic(arith, seed=seed)
+    random.Random(seed).shuffle(problems)
+    return problems
+
+
+def dev_problems(data_dir: Path) -> list[Problem]:
+    """The fixed dev set of the evaluation gate: GSM8K *test* items and arithmetic of its own seed."""
+    return _take(data_dir / "gsm8k_test.jsonl", DEV_GSM8K) + arithmetic(DEV_ARITHMETIC, seed=DEV_SEED, prefix="dev")
+
+
+def unseen_benchmark_prompts(data_dir: Path, n: int = 8) -> Iterator[tuple[str, Problem]]:
+    """Questions from benchmarks the loop never trains on (parse rate only)."""
+    for name, file in (
+        ("mmlu", "mmlu_test.jsonl.gz"),
+        ("humaneval", "HumanEval.jsonl.gz"),
+        ("math500", "math500_test.jsonl"),
+    ):
+        for p in _take(data_dir / file, n):
+            yield name, p
