@@ -32,6 +32,7 @@ class Call:
     started: float
     ended: float = 0.0
     status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def last_user(self) -> str:
@@ -76,6 +77,7 @@ class ScriptedLLMServer:
                 call = Call(
                     model=body.get("model", ""), messages=body.get("messages", []), body=body, started=time.monotonic()
                 )
+                call.headers = {k.lower(): v for k, v in self.headers.items()}
                 with server._lock:
                     server.calls.append(call)
                     server.in_flight += 1
