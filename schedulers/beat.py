@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from conductor.config.settings import Settings
@@ -55,7 +56,14 @@ def single_beat(
 
     client = redis.Redis.from_url(redis_url, socket_timeout=max(1.0, ttl_s / 3))
     lock = client.lock(keys.BEAT_LOCK, timeout=ttl_s, thread_local=False)
-    if not lock.acquire(blocking=False):
+    while True:  # like a worker, wait for the broker at start instead of exiting (chaos found this)
+        try:
+            acquired = lock.acquire(blocking=False)
+            break
+        except redis.ConnectionError as exc:
+            log.warning("beat is waiting for Redis at start: %s", exc)
+            time.sleep(1.0)
+    if not acquired:
         raise ConfigError(f"another `conductor beat` holds {keys.BEAT_LOCK}: run exactly one beat")
     health.record_beat(client, ttl_s=ttl_s)
     stop = threading.Event()
@@ -97,4 +105,23 @@ def run_beat(settings: Settings, *, loglevel: str = "INFO") -> None:
     app.conf.beat_schedule = beat_schedule(settings)
     settings.home.mkdir(parents=True, exist_ok=True)  # the schedule file lives there
     with single_beat(settings.cluster_redis_url, on_lost=_stop_this_process):
-        app.Beat(loglevel=loglevel, schedule=str(settings.home / "celerybeat-schedule")).run()
+        while True:
+            try:
+                app.Beat(loglevel=loglevel, schedule=str(settings.home / "celerybeat-schedule")).run()
+                return
+            except Exception as exc:
+                # A broker restart must not end the reaper (chaos: beat exited at a Redis restart
+                # and lost work was never re-sent). Start the loop again; the lock is still ours.
+                if not _broker_down(exc):
+                    raise
+                log.warning("beat lost the broker (%s); starting again in 1 s", exc)
+                time.sleep(1.0)
+
+
+def _broker_down(exc: BaseException) -> bool:
+    link: BaseException | None = exc
+    while link is not None:
+        if type(link).__module__.split(".")[0] in ("redis", "kombu", "amqp") or isinstance(link, ConnectionError):
+            return True
+        link = link.__cause__ or link.__context__
+    return False

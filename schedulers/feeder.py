@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, literal_column, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.domain.states import JobStatus
@@ -43,7 +43,6 @@ from conductor.store.models import Job
 WAITING = "waiting"
 IN_FLIGHT = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
 _ADVISORY_KEY = 0x0C0DF33D  # pg_try_advisory_xact_lock key of the admission pass
-_NO_TENANT = ""
 
 
 @dataclass(frozen=True)
@@ -222,7 +221,8 @@ class Feeder:
 
 
 def _tenant_key() -> Any:
-    return func.coalesce(Job.tenant_id, _NO_TENANT)
+    # A literal, not a bound parameter: PostgreSQL must see GROUP BY and SELECT as one expression.
+    return func.coalesce(Job.tenant_id, literal_column("''"))
 
 
 def _now() -> Any:
@@ -233,10 +233,11 @@ def _now() -> Any:
 
 def feeder_for(runtime: Any, send: Callable[[list[str]], None]) -> Feeder:
     """The feeder a process uses, from its settings (queue depth probed on a Redis broker)."""
-    from tasks.app import QUEUES
+    from tasks.names import QUEUES
 
     settings = runtime.settings
     depth = None
     if settings.broker_url.startswith(("redis://", "rediss://")):
         depth = redis_queue_depth(settings.broker_url, [q for q in QUEUES if q not in ("reward", "train")])
-    return Feeder(runtime.sessions, send, limits=FeederLimits(), queue_depth=depth)
+    limits = FeederLimits(max_in_flight=settings.max_in_flight_jobs, max_queue_depth=settings.max_queue_depth)
+    return Feeder(runtime.sessions, send, limits=limits, queue_depth=depth)

@@ -12,6 +12,7 @@ from conductor.app.orchestrator import Orchestrator
 from conductor.app.runtime import Runtime
 from conductor.domain.effects import Effects
 from conductor.domain.errors import RateLimited
+from schedulers.feeder import Feeder, feeder_for
 from schedulers.health import record_reaper_run
 from tasks.dispatch import Dispatcher
 from tasks.names import TaskName
@@ -24,6 +25,12 @@ def register(app: Celery, runtime: Runtime) -> None:
     register_scoring(app, runtime)
     register_webhooks(app, runtime)
     orchestrator = Orchestrator(runtime)
+    _feeder: list[Feeder] = []
+
+    def feeder() -> Feeder:
+        if not _feeder:
+            _feeder.append(feeder_for(runtime, dispatch.submit))
+        return _feeder[0]
 
     @app.task(name=TaskName.SOLVE.value, bind=True, shared=False)
     def solve(self: Task, job_id: str) -> None:
@@ -67,9 +74,11 @@ def register(app: Celery, runtime: Runtime) -> None:
     def finalize(self: Task, job_id: str) -> None:
         dispatch(orchestrator.finalize(job_id))
         notify_job(app, runtime, job_id)  # after finalize's commit; once per job, if it has an endpoint
+        feeder().maybe_admit()  # a slot freed: let a waiting job in (throttled per process)
 
     @app.task(name=TaskName.REAP.value, bind=True, shared=False)
     def reap(self: Task) -> None:
         # Lost pipeline work, and score tasks lost between finalize's commit and their sending.
         dispatch(orchestrator.recover())
+        feeder().admit()  # waiting batch jobs keep flowing when no client follows them
         record_reaper_run(runtime.settings.cluster_redis_url)  # read by `conductor status`

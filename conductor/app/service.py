@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -12,8 +11,9 @@ from typing import Any, Protocol
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
+from conductor.app import batch_stream
 from conductor.app.runtime import Runtime
-from conductor.domain.errors import InputError, NotFound
+from conductor.domain.errors import NotFound
 from conductor.domain.inputs import read_problems
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB, JobStatus
@@ -39,6 +39,17 @@ class Service:
     def __init__(self, runtime: Runtime, submitter: Submitter) -> None:
         self.rt = runtime
         self.submitter = submitter
+        self._feeder: Any = None
+
+    @property
+    def feeder(self) -> Any:
+        """The admission seam (schedulers.feeder.Feeder): batches wait in the store and enter the
+        broker as the cluster has room, fairly across tenants."""
+        if self._feeder is None:
+            from schedulers.feeder import feeder_for
+
+            self._feeder = feeder_for(self.rt, self.submitter.submit)
+        return self._feeder
 
     # -- submit --------------------------------------------------------------------------
     def submit(
@@ -53,8 +64,13 @@ class Service:
         options: dict[str, Any] | None = None,
         budget_tokens: int | None = None,
         budget_usd: float | None = None,
+        via_feeder: bool = False,
     ) -> tuple[str, bool]:
-        """Create a job and start it; returns (job_id, created). A repeated idempotency key returns the first job."""
+        """Create a job and start it; returns (job_id, created). A repeated idempotency key returns the first job.
+
+        With `via_feeder` the job waits its turn in the feeder (tenant fair share, priority,
+        back-pressure) instead of being sent to the broker at once.
+        """
         job = self._new_job(
             problem,
             samples=samples,
@@ -66,6 +82,10 @@ class Service:
             budget_tokens=budget_tokens,
             budget_usd=budget_usd,
         )
+        if via_feeder:
+            from schedulers.feeder import WAITING
+
+            job.status = WAITING
         try:
             with self.rt.sessions.begin() as s:
                 s.add(job)
@@ -73,7 +93,10 @@ class Service:
             if idempotency_key is None:
                 raise
             return self._by_key(tenant_id, idempotency_key), False
-        self.submitter.submit([job.id])
+        if via_feeder:
+            self.feeder.admit()
+        else:
+            self.submitter.submit([job.id])
         return job.id, True
 
     def submit_batch(
@@ -87,37 +110,49 @@ class Service:
         options: dict[str, Any] | None = None,
         budget_tokens: int | None = None,
         budget_usd: float | None = None,
+        priority: int = 5,
+        keep_ids: bool = True,
+        chunk: int = batch_stream.CHUNK,
     ) -> BatchReport:
-        """Submit every valid problem of a file; malformed lines are reported by number, not fatal."""
+        """Submit every valid problem of a file; malformed lines are reported by number, not fatal.
+
+        The file is streamed and jobs are inserted `chunk` at a time as ``waiting``; the feeder
+        admits them into the broker as the cluster has room (after each chunk, then whenever
+        someone calls `feeder.admit()`: `wait_batch`, finalize, the reaper). With
+        `keep_ids=False` no list of job ids is kept (100k-problem batches: follow them with
+        `wait_batch` and `batch_result_lines`).
+        """
+        from schedulers.feeder import WAITING
+
         batch = Batch(id=new_id(), tenant_id=tenant_id, source=str(path))
-        report = BatchReport(batch_id=batch.id)
-        jobs: list[Job] = []
-        for line, item in read_problems(path, format=format):
-            if isinstance(item, InputError):
-                report.rejected.append({"line": line, "error": str(item)})
-                continue
-            if limit is not None and len(jobs) >= limit:
-                break
-            jobs.append(
-                self._new_job(
-                    item,
-                    samples=samples,
-                    tenant_id=tenant_id,
-                    batch_id=batch.id,
-                    line_no=line,
-                    options=options,
-                    budget_tokens=budget_tokens,
-                    budget_usd=budget_usd,
-                )
-            )
-        batch.total, batch.rejected = len(jobs), report.rejected
-        with self.rt.sessions.begin() as s:
-            s.add(batch)
-            s.flush()
-            s.add_all(jobs)
-        report.job_ids = [j.id for j in jobs]
-        self.submitter.submit(report.job_ids)
-        return report
+        settings = self.rt.settings
+
+        def row(problem: Problem, line: int) -> dict[str, Any]:
+            return {
+                "tenant_id": tenant_id,
+                "batch_id": batch.id,
+                "line_no": line,
+                "external_id": problem.id,
+                "priority": priority,
+                "status": WAITING,
+                "problem": problem.model_dump(),
+                "samples": samples or settings.samples,
+                "options": options or {},
+                "budget_tokens": budget_tokens,
+                "budget_usd": budget_usd,
+            }
+
+        streamed = batch_stream.insert_streaming(
+            self.rt.sessions,
+            read_problems(path, format=format),
+            batch=batch,
+            job_row=row,
+            limit=limit,
+            chunk=chunk,
+            after_chunk=self.feeder.admit,
+            keep_ids=keep_ids,
+        )
+        return BatchReport(batch_id=batch.id, job_ids=streamed.job_ids or [], rejected=streamed.rejected)
 
     def _new_job(
         self,
@@ -174,13 +209,11 @@ class Service:
         """Poll the store until every job is terminal (the CLI's follow mode; no task waits on a task)."""
         ids = list(job_ids)
         deadline = None if timeout is None else time.monotonic() + timeout
-        terminal = [s.value for s in TERMINAL_JOB]
         last = -1
         while True:
+            self.feeder.admit()
             with self.rt.sessions() as s:
-                done = 0
-                for chunk in _chunks(ids, 500):
-                    done += s.scalar(select(func.count()).where(Job.id.in_(chunk), Job.status.in_(terminal))) or 0
+                done = sum(queries.count_ended(s, chunk) for chunk in _chunks(ids, 500))
             if on_progress and done != last:
                 on_progress(done, len(ids))
                 last = done
@@ -190,15 +223,55 @@ class Service:
                 raise TimeoutError(f"{len(ids) - done} of {len(ids)} jobs unfinished after {timeout}s")
             time.sleep(poll_s)
 
+    def batch_progress(self, batch_id: str) -> tuple[int, int]:
+        """(terminal jobs, all jobs) of a batch: two indexed counts, whatever its size."""
+        terminal = [s.value for s in TERMINAL_JOB]
+        with self.rt.sessions() as s:
+            total = s.scalar(select(func.count()).where(Job.batch_id == batch_id)) or 0
+            done = s.scalar(select(func.count()).where(Job.batch_id == batch_id, Job.status.in_(terminal))) or 0
+        return done, total
+
+    def wait_batch(
+        self,
+        batch_id: str,
+        *,
+        timeout: float | None = None,
+        poll_s: float = 0.5,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        """Admit the batch's waiting jobs as room frees and follow it until every job is terminal."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last = -1
+        while True:
+            try:
+                self.feeder.admit()
+                done, total = self.batch_progress(batch_id)
+            except Exception as exc:  # the follower outlives a broker or database restart
+                if not _transient(exc) or (deadline is not None and time.monotonic() > deadline):
+                    raise
+                time.sleep(max(poll_s, 1.0))
+                continue
+            if on_progress and done != last:
+                on_progress(done, total)
+                last = done
+            if done >= total:
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"{total - done} of {total} jobs unfinished after {timeout}s")
+            time.sleep(poll_s)
+
+    def batch_result_lines(self, batch_id: str) -> Iterator[dict[str, Any]]:
+        """One result line per job of a batch, in line order, streamed with eager loading."""
+        for job in batch_stream.iter_jobs(self.rt.sessions, batch_id=batch_id):
+            yield result_line(job)
+
     def job(self, job_id: str) -> dict[str, Any]:
         with self.rt.sessions() as s:
             return job_view(queries.get_job(s, job_id), s)
 
     def result_lines(self, job_ids: Iterable[str]) -> Iterator[dict[str, Any]]:
-        with self.rt.sessions() as s:
-            for job_id in job_ids:
-                job = s.get_one(Job, job_id)
-                yield result_line(job)
+        for job in batch_stream.iter_jobs(self.rt.sessions, job_ids=job_ids):
+            yield result_line(job)
 
     # -- traces ---------------------------------------------------------------------------
     def usage(self, *, batch_id: str | None = None, tenant_id: str | None = None) -> dict[str, Any]:
@@ -235,19 +308,17 @@ class Service:
         Rounds of evaluation jobs are left out unless asked for: training on the benchmark
         that gates a checkpoint would make the gate meaningless.
         """
-        count = 0
-        rewards_by_job: dict[str, list[Reward]] = {}  # one query per job, not one per round
-        with self.rt.sessions() as s, out.open("w") as fh:
-            q = select(Round).where(Round.completion_text.is_not(None)).order_by(Round.id)
-            for rnd in s.scalars(q):
-                job = rnd.chain.job
-                if not include_eval and "eval" in (job.options or {}):
-                    continue
-                if job.id not in rewards_by_job:
-                    rewards_by_job[job.id] = queries.job_rewards(s, job.id)
-                fh.write(json.dumps(trace_line(rnd, rewards_by_job[job.id])) + "\n")
-                count += 1
-        return count
+        with out.open("w") as fh:
+            return batch_stream.write_traces(self.rt.sessions, fh, trace_line, include_eval=include_eval)
+
+
+def _transient(exc: Exception) -> bool:
+    """A lost connection to the database or the broker (worth retrying), not a bug."""
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, DBAPIError):
+        return bool(exc.connection_invalidated) or type(exc).__name__ in ("OperationalError", "InterfaceError")
+    return type(exc).__module__.startswith(("redis", "kombu")) or isinstance(exc, ConnectionError | OSError)
 
 
 def _chunks(items: list[str], n: int) -> Iterator[list[str]]:

@@ -94,21 +94,30 @@ def run(
         out.parent.mkdir(parents=True, exist_ok=True)  # fail before running, not after
         out.touch()
     with errors_to_exit_codes(), running_system(load_settings()) as sysm:
+        # Streamed: the file is read and inserted in chunks, jobs enter the broker as the
+        # cluster has room (the feeder), and no list of job ids is held (100k-problem batches).
         report = sysm.service.submit_batch(
-            file, format=format, samples=samples, limit=limit, budget_tokens=budget_tokens, budget_usd=budget_usd
+            file,
+            format=format,
+            samples=samples,
+            limit=limit,
+            budget_tokens=budget_tokens,
+            budget_usd=budget_usd,
+            keep_ids=False,
         )
         for bad in report.rejected:
             typer.echo(f"line {bad['line']}: rejected: {bad['error']}", err=True)
-        bar = tqdm(total=len(report.job_ids), desc=f"batch {report.batch_id[:8]}", unit="job", file=sys.stderr)
+        bar = tqdm(total=None, desc=f"batch {report.batch_id[:8]}", unit="job", file=sys.stderr)
 
         def progress(done: int, total: int) -> None:
+            bar.total = total
             bar.update(done - bar.n)
 
-        sysm.service.wait(report.job_ids, timeout=timeout, on_progress=progress)
+        sysm.service.wait_batch(report.batch_id, timeout=timeout, on_progress=progress)
         bar.close()
         sink = out.open("w") if out else sys.stdout
         try:
-            for line in sysm.service.result_lines(report.job_ids):
+            for line in sysm.service.batch_result_lines(report.batch_id):
                 sink.write(json.dumps(line) + "\n")
                 if show_workflows:
                     view = sysm.service.job(line["job_id"])
