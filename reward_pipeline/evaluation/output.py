@@ -1,0 +1,88 @@
+"""An evaluation's files: results.json (config, per-cell and pooled statistics), report.md and two plots."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from conductor.app.runtime import Runtime
+from reward_pipeline.baselines import Method
+from reward_pipeline.evaluation.problems import Benchmark
+from reward_pipeline.report import aggregate, markdown, plot_accuracy_by_benchmark, plot_accuracy_vs_tokens
+
+RESULTS_JSONL = "results.jsonl"
+#: the settings that shape a run's jobs, recorded with its results
+_RUN_SETTINGS = (
+    "max_steps",
+    "recursion",
+    "max_rounds",
+    "max_depth",
+    "plan_retries",
+    "fallback_worker",
+    "max_model_calls",
+)
+
+
+def write_report(
+    runtime: Runtime | None,
+    out: Path,
+    records: list[dict[str, Any]],
+    *,
+    benchmarks: list[Benchmark],
+    methods: list[Method],
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """results.json, report.md and the two plots for `records`."""
+    bench_labels = [b.label for b in benchmarks]
+    method_labels = [m.label for m in methods]
+    summary = aggregate(records, benchmarks=bench_labels, methods=method_labels)
+    table = markdown(summary, benchmarks=bench_labels, methods=method_labels)
+    files = {
+        "results_json": out / "results.json",
+        "report_md": out / "report.md",
+        "results_jsonl": out / RESULTS_JSONL,
+        "accuracy_vs_tokens": plot_accuracy_vs_tokens(summary, out / "accuracy_vs_tokens.png"),
+        "accuracy_by_benchmark": plot_accuracy_by_benchmark(
+            summary, out / "accuracy_by_benchmark.png", benchmarks=bench_labels, methods=method_labels
+        ),
+    }
+    payload = {
+        "config": _run_config(runtime, benchmarks, method_labels, extra),
+        "summary": summary,
+        "generated_at": datetime.now(UTC).isoformat(),
+        "records": len(records),
+    }
+    files["results_json"].write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
+    files["report_md"].write_text(
+        "# Evaluation\n\n"
+        f"Benchmarks: {', '.join(f'{b.label} ({len(b.problems)})' for b in benchmarks)}; "
+        f"methods: {', '.join(method_labels)}.\n\n{table}\n"
+        "![accuracy vs tokens](accuracy_vs_tokens.png)\n\n![accuracy by benchmark](accuracy_by_benchmark.png)\n",
+        encoding="utf-8",
+    )
+    return {"summary": summary, "table": table, "files": files}
+
+
+def _run_config(
+    runtime: Runtime | None, benchmarks: list[Benchmark], method_labels: list[str], extra: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What was run, and with which pool and settings (when a runtime ran it)."""
+    config: dict[str, Any] = {
+        "benchmarks": [
+            {"name": b.label, "path": str(b.path), "problems": len(b.problems), "rejected": len(b.rejected)}
+            for b in benchmarks
+        ],
+        "methods": method_labels,
+        **(extra or {}),
+    }
+    if runtime is not None:
+        pool, st = runtime.pool, runtime.settings
+        config["pool"] = {
+            "conductor": pool.conductor.model,
+            "policy_version": pool.conductor.policy_version,
+            "workers": {w.name: w.model for w in pool.workers},
+        }
+        config["settings"] = {k: getattr(st, k) for k in _RUN_SETTINGS}
+    return config
