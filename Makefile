@@ -49,9 +49,13 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: model services
+# Every benchmark, building what it needs (the vLLM venv for local_inference.py).
+bench: model services vllm-venv
+	$(BIN)/python benchmarks/orchestration_overhead.py
+	$(BIN)/python benchmarks/chaos.py --problems 200 --events 2
 	$(BIN)/python benchmarks/queue_overhead.py
 	$(BIN)/python benchmarks/verifiers.py --n 50
+	$(BIN)/python benchmarks/local_inference.py
 
 clean:
 	rm -rf $(VENV) .venv-vllm .conductor results
