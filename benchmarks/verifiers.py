@@ -1,10 +1,18 @@
-"""Verifier throughput: verdicts per second for the math verifier (math-verify in its worker
-process) and the code verifier (sandboxed subprocess per answer), run sequentially and with N
-concurrent workers (a process pool, like the reward worker's prefork concurrency, and threads in
-one process for comparison), over real data: MATH-500 reference answers boxed in a sentence,
-and HumanEval canonical solutions.
+"""Verifier accuracy and throughput.
 
-    python benchmarks/verifiers.py --n 50 [--workers 2] [--data ../shared/data]
+Accuracy: precision and recall of the number, math and multiple-choice verifiers on the labelled
+phrasing set (`tests/reward_pipeline/phrasings/*.jsonl`: real outputs of the local worker pool on
+GSM8K, MATH-500 and MMLU, hand-labelled, plus realistic crafted phrasings over real problems).
+Recall is the share of right answers accepted (target >= 97%), "false accept" the share of
+wrong answers accepted (target <= 3%).
+
+Throughput: verdicts per second for the math verifier (math-verify in its worker process) and
+the code verifier (sandboxed subprocess per answer), run sequentially and with N concurrent
+workers (a process pool, like the reward worker's prefork concurrency, and threads in one
+process for comparison), over real data: MATH-500 reference answers boxed in a sentence, and
+HumanEval canonical solutions.
+
+    python benchmarks/verifiers.py --n 50 [--workers 2] [--data ../shared/data] [--accuracy-only]
 """
 
 from __future__ import annotations
@@ -26,10 +34,68 @@ if str(ROOT) not in sys.path:
 
 from conductor.domain.problem import Problem
 from reward_pipeline.sandbox import detect_isolation
+from reward_pipeline.verifiers.base import Verifier
 from reward_pipeline.verifiers.code_exec import CodeVerifier
 from reward_pipeline.verifiers.math_equiv import MathVerifier, MathWorkerPool
 
 Item = tuple[str, str, Problem]  # (verifier kind, answer, problem)
+
+PHRASINGS = ROOT / "tests" / "reward_pipeline" / "phrasings"
+PHRASING_KINDS = ("number", "math", "mc")
+
+
+def load_phrasings(kind: str) -> list[dict]:
+    """The labelled phrasings for one verifier: text, reference, expected (+ question, choices)."""
+    with (PHRASINGS / f"{kind}.jsonl").open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def phrasing_problem(kind: str, row: dict) -> Problem:
+    return Problem(question=row.get("question") or "?", answer=row["reference"], choices=row.get("choices"),
+                   kind="mc" if kind == "mc" else "math")  # fmt: skip
+
+
+def phrasing_scores(kind: str, verifier: Verifier | None = None) -> dict:
+    """Confusion counts, precision, recall and false-accept rate of one verifier on its set,
+    with the rows it got wrong."""
+    from reward_pipeline.verifiers import MathVerifier, MultipleChoiceVerifier, NumberVerifier
+
+    check: Verifier = verifier or {"number": NumberVerifier, "math": MathVerifier, "mc": MultipleChoiceVerifier}[kind]()
+    counts = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
+    misses = []
+    for row in load_phrasings(kind):
+        verdict = check.verify(row["text"], phrasing_problem(kind, row))
+        key = ("t" if verdict.correct == row["expected"] else "f") + ("p" if verdict.correct else "n")
+        counts[key] += 1
+        if verdict.correct != row["expected"]:
+            misses.append({"text": row["text"][:160], "reference": row["reference"], "reason": verdict.reason})
+    tp, fp, fn, tn = counts["tp"], counts["fp"], counts["fn"], counts["tn"]
+    return counts | {
+        "n": tp + fp + fn + tn,
+        "real": sum(1 for row in load_phrasings(kind) if not row["source"].startswith("crafted")),
+        "precision": tp / (tp + fp) if tp + fp else 1.0,
+        "recall": tp / (tp + fn) if tp + fn else 1.0,
+        "false_accept": fp / (fp + tn) if fp + tn else 0.0,
+        "misses": misses,
+    }
+
+
+def print_accuracy() -> bool:
+    header = (
+        f"{'verifier':<10}{'n':>6}{'real':>6}{'right':>7}{'wrong':>7}{'precision':>11}{'recall':>8}{'false acc.':>12}"
+    )
+    print(header)
+    print("-" * len(header))
+    ok = True
+    for kind in PHRASING_KINDS:
+        r = phrasing_scores(kind)
+        ok &= r["recall"] >= 0.97 and r["false_accept"] <= 0.03
+        print(f"{kind:<10}{r['n']:>6}{r['real']:>6}{r['tp'] + r['fn']:>7}{r['fp'] + r['tn']:>7}"
+              f"{r['precision']:>10.1%}{r['recall']:>8.1%}{r['false_accept']:>11.1%}")  # fmt: skip
+        for miss in r["misses"]:
+            print(f"    missed: {miss['text']!r} (reference {miss['reference']}): {miss['reason']}")
+    print("targets: recall >= 97%, false accept <= 3%\n")
+    return ok
 
 
 def load_math(data: Path, n: int) -> list[Item]:
@@ -84,15 +150,14 @@ def run(items: list[Item], workers: int) -> dict[str, float | bool]:
     seq_s, seq_ok = timed(lambda: [_verify(it) for it in items])
     # threads in this process sharing one math pool of `workers` children
     kind = items[0][0]
-    if kind == "math":
-        shared = MathVerifier(pool=MathWorkerPool(size=workers))
-        shared.pool.warm(workers)
-    else:
-        shared = CodeVerifier()
+    math_pool = MathWorkerPool(size=workers) if kind == "math" else None
+    shared: Verifier = MathVerifier(pool=math_pool) if math_pool else CodeVerifier()
+    if math_pool:
+        math_pool.warm(workers)
     with ThreadPoolExecutor(workers) as ex:
         thr_s, thr_ok = timed(lambda: list(ex.map(lambda it: shared.verify(it[1], it[2]).correct, items)))
-    if kind == "math":
-        shared.pool.close()
+    if math_pool:
+        math_pool.close()
     # a process pool of `workers`, each process warmed before the clock starts
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_process) as ex:
@@ -114,7 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--data", type=Path, default=Path(os.environ.get("CONDUCTOR_DATA_DIR", ROOT.parent / "shared" / "data"))
     )
+    ap.add_argument("--accuracy-only", action="store_true", help="only the phrasing-set precision/recall")
     args = ap.parse_args(argv)
+    accurate = print_accuracy()
+    if args.accuracy_only:
+        return 0 if accurate else 1
 
     iso = detect_isolation()
     print(f"sandbox: mode={iso.mode} network_isolated={iso.network} pid_ns={iso.pid_namespace} "
@@ -133,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         ok &= bool(r["all_correct"])
         print(f"{name:<10}{len(items):>5}{r['seq']:>14.1f}{r['proc']:>14.1f}{r['proc'] / r['seq']:>8.2f}x"
               f"{r['thr']:>16.1f}{r['thr'] / r['seq']:>8.2f}x  {r['all_correct']}")  # fmt: skip
-    return 0 if ok else 1
+    return 0 if ok and accurate else 1
 
 
 if __name__ == "__main__":

@@ -172,13 +172,13 @@ def extract_final_answer(text: str) -> str | None:
 
 # A whitespace token that belongs to a formula: digits, operators, braces, a LaTeX command, or a
 # single letter (a variable). Plain words ("because", "dollars") end a formula.
-_MATH_TOKEN_RE = re.compile(r"[$(\[{]*(?:\\[A-Za-z]+|[\d{}()\[\]^_+\-*/=<>|!'.,:;$\\−]|\b[A-Za-z]\b)+")
+_MATH_TOKEN_RE = re.compile(r"[\w\\{}()\[\]^+\-*/=<>|!'.,:;$−]+")
 _SENTENCE_END_RE = re.compile(r"[.;,:!?)\]]+$")
 
 
 def _is_math_token(tok: str) -> bool:
     m = _MATH_TOKEN_RE.fullmatch(tok)
-    return bool(m) and bool(re.search(r"[\d\\]", tok) or re.fullmatch(r"[$(]*[A-Za-z][$).,]*|[-+*/=<>^]", tok))
+    return bool(m) and bool(re.search(r"[\d\\]", tok) or re.fullmatch(r"[$(]*[A-Za-z][$).,]*|[-+*/=<>^−]", tok))
 
 
 def _clean_formula(tokens: list[str]) -> str | None:

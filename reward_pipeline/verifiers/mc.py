@@ -123,9 +123,12 @@ def _option_spans(text: str, choices: list[str], letters: str) -> list[tuple[int
     return spans
 
 
-def _inside_option(pos: int, spans: list[tuple[int, int, int]]) -> tuple[int, int, int] | None:
-    """The longest option-text span that contains position ``pos``, if any."""
-    hits = [s for s in spans if s[0] <= pos < s[1]]
+def _inside_option(pos: int, spans: list[tuple[int, int, int]], text: str) -> tuple[int, int, int] | None:
+    """The longest option-text span that contains the letter at ``pos`` or follows it as its
+    label ("B) <the text of option D>": the full text is the stronger evidence), if any."""
+    label = re.match(r"[\)\]\.:]?\s*", text[pos + 1 :])
+    after = pos + 1 + (label.end() if label else 0)
+    hits = [s for s in spans if s[0] <= pos < s[1] or s[0] == after]
     return max(hits, key=lambda s: s[1] - s[0]) if hits else None
 
 
@@ -165,7 +168,7 @@ def extract_choice(
         if tier in found:
             # A letter that is the start (or part) of a choice's full text ("the answer is: A =
             # cyclohexanecarbaldehyde, B = TsOH") names that choice, not the letter's option.
-            span = _inside_option(found[tier][0], spans)
+            span = _inside_option(found[tier][0], spans, text)
             if span is not None:
                 return letters[span[2]], "choice text"
             return found[tier][1], found[tier][2]
@@ -174,7 +177,7 @@ def extract_choice(
         if hit:
             return hit
     if 3 in found:
-        span = _inside_option(found[3][0], spans)
+        span = _inside_option(found[3][0], spans, text)
         if span is not None:
             return letters[span[2]], "choice text"
         return found[3][1], found[3][2]

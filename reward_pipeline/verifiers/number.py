@@ -59,8 +59,11 @@ def _phrase_number(phrase: str) -> tuple[Fraction, str] | None:
     return (nums[0][2], nums[0][1]) if nums else None
 
 
+_RESTATED_RE = re.compile(r"\b(?:the|those|these|her|his|their|its|all)\s+\$?$", re.IGNORECASE)
+
+
 def _question_numbers(question: str | None) -> set[Fraction]:
-    return {value for _, _, value in _numbers(question or "")}
+    return {abs(value) for _, _, value in _numbers(question or "")}
 
 
 def extract_final_number(text: str, question: str | None = None) -> tuple[Fraction, str, str] | None:
@@ -83,15 +86,17 @@ def extract_final_number(text: str, question: str | None = None) -> tuple[Fracti
         said = _phrase_number(m["ans"])
         if said is not None:
             return said[0], said[1][:80], "answer is"
-    # No anchor: the last number, less the ones restated from the question.
+    # No anchor: the last number, less the ones that restate a known quantity: numbers of the
+    # question, and numbers after a determiner ("from the 16 eggs she started with").
     numbers = _numbers(text)
     given = _question_numbers(question)
-    fresh = [n for n in numbers if n[2] not in given]
-    pool = fresh or numbers
+    named = [n for n in numbers if not _RESTATED_RE.search(text[max(0, n[0] - 8) : n[0]])]
+    fresh = [n for n in named if abs(n[2]) not in given]  # abs: "25 - 2" reads as 25 and -2
+    pool = fresh or named or numbers
     if not pool:
         return None
     _, raw, value = pool[-1]
-    return value, raw, "last new number" if 0 < len(fresh) < len(numbers) else "last number"
+    return value, raw, "last number" if pool is numbers or len(pool) == len(numbers) else "last new number"
 
 
 def reference_number(answer: str) -> Fraction | None:
