@@ -134,8 +134,37 @@ def markdown(summary: dict[str, Any], *, benchmarks: Sequence[str], methods: Seq
     """Two tables: accuracy per benchmark with cost columns (like the paper's), then every cell in full."""
     cells = {(c["benchmark"], c["method"]): c for c in summary["cells"]}
     overall = {c["method"]: c for c in summary["overall"]}
+    lines = _accuracy_table(summary, cells, overall, benchmarks, methods)
+    lines += [
+        "",
+        (
+            "Accuracy in % (avg: mean over benchmarks); tokens, USD, latency (submission to job end) and "
+            "steps per workflow over all problems. Per cell, with 95% Wilson intervals:"
+        ),
+        "",
+    ]
+    lines += _cells_table(cells, overall, benchmarks, methods)
+    return "\n".join(lines) + "\n"
+
+
+def _table_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table_head(head: Sequence[str]) -> list[str]:
+    return [_table_row(head), "|" + "---|" * len(head)]
+
+
+def _accuracy_table(
+    summary: dict[str, Any],
+    cells: dict[tuple[str, str], dict[str, Any]],
+    overall: dict[str, dict[str, Any]],
+    benchmarks: Sequence[str],
+    methods: Sequence[str],
+) -> list[str]:
+    """One row per method: accuracy per benchmark, their average, and the cost columns over all problems."""
     head = ["method", *benchmarks, "avg", "tokens / q", "USD / q", "latency p50 s", "latency p95 s", "steps / wf"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = _table_head(head)
     for m in methods:
         o = overall[m]
         row = [
@@ -148,55 +177,54 @@ def markdown(summary: dict[str, Any], *, benchmarks: Sequence[str], methods: Seq
             _num(o["latency_p95_s"], ".1f"),
             _num(o["steps_per_workflow"], ".2f"),
         ]
-        lines.append("| " + " | ".join(row) + " |")
-    lines += [
-        "",
-        (
-            "Accuracy in % (avg: mean over benchmarks); tokens, USD, latency (submission to job end) and "
-            "steps per workflow over all problems. Per cell, with 95% Wilson intervals:"
-        ),
-        "",
-    ]
-    head2 = [
-        "benchmark",
-        "method",
-        "n",
-        "correct",
-        "accuracy %",
-        "95% CI",
-        "tokens / q",
-        "USD / q",
-        "p50 s",
-        "p95 s",
-        "steps / wf",
-        "failed",
-    ]
-    lines += ["| " + " | ".join(head2) + " |", "|" + "---|" * len(head2)]
+        lines.append(_table_row(row))
+    return lines
+
+
+_CELL_HEAD = (
+    "benchmark",
+    "method",
+    "n",
+    "correct",
+    "accuracy %",
+    "95% CI",
+    "tokens / q",
+    "USD / q",
+    "p50 s",
+    "p95 s",
+    "steps / wf",
+    "failed",
+)
+
+
+def _cells_table(
+    cells: dict[tuple[str, str], dict[str, Any]],
+    overall: dict[str, dict[str, Any]],
+    benchmarks: Sequence[str],
+    methods: Sequence[str],
+) -> list[str]:
+    """Every (benchmark, method) cell in full, then each method over all benchmarks ("all")."""
+    lines = _table_head(_CELL_HEAD)
     for b in [*benchmarks, "all"]:
         for m in methods:
             c = overall[m] if b == "all" else cells[(b, m)]
             ci = "-" if c["ci_low"] is None else f"[{_pct(c['ci_low'])}, {_pct(c['ci_high'])}]"
-            lines.append(
-                "| "
-                + " | ".join(
-                    [
-                        b,
-                        m,
-                        str(c["n"]),
-                        f"{c['correct']}/{c['scored']}",
-                        _pct(c["accuracy"]),
-                        ci,
-                        _num(c["tokens_per_question"], ",.0f"),
-                        _num(c["cost_per_question"], ".6f"),
-                        _num(c["latency_p50_s"], ".1f"),
-                        _num(c["latency_p95_s"], ".1f"),
-                        _num(c["steps_per_workflow"], ".2f"),
-                        str(c["failed"]),
-                    ]
-                )
-                + " |"
-            )
-    return "\n".join(lines) + "\n"
+            row = [
+                b,
+                m,
+                str(c["n"]),
+                f"{c['correct']}/{c['scored']}",
+                _pct(c["accuracy"]),
+                ci,
+                _num(c["tokens_per_question"], ",.0f"),
+                _num(c["cost_per_question"], ".6f"),
+                _num(c["latency_p50_s"], ".1f"),
+                _num(c["latency_p95_s"], ".1f"),
+                _num(c["steps_per_workflow"], ".2f"),
+                str(c["failed"]),
+            ]
+            lines.append(_table_row(row))
+    return lines
 
 
 def _pyplot() -> Any:

@@ -158,24 +158,26 @@ def score_job(
         rows: list[Reward] = []
         if check is not None:
             rows += [_chain_reward(job_id, c, verdicts.get(c.id), check.name, scheme) for c in chains]
-        rows += [
-            Reward(
-                job_id=job_id,
-                chain_id=None,
-                round_id=rid,
-                value=scheme.unparseable,
-                correct=False,
-                verifier=PARSE_VERIFIER,
-                source="verifier",
-                details={"kind": "round", "reason": f"unparseable plan: {err or 'no workflow'}"},
-            )
-            for rid, err in bad_rounds
-        ]
+        rows += [_unparseable_round_reward(job_id, rid, err, scheme) for rid, err in bad_rounds]
         s.add_all(rows)
         s.flush()
         if check is not None and samples > 1 and status == JobStatus.DONE.value:
             _pick_best(s, job_id, rows, chains)
     return rows
+
+
+def _unparseable_round_reward(job_id: str, round_id: int, error: str | None, scheme: RewardScheme) -> Reward:
+    """A Conductor round whose plan did not parse: the scheme's penalty, on the round itself."""
+    return Reward(
+        job_id=job_id,
+        chain_id=None,
+        round_id=round_id,
+        value=scheme.unparseable,
+        correct=False,
+        verifier=PARSE_VERIFIER,
+        source="verifier",
+        details={"kind": "round", "reason": f"unparseable plan: {error or 'no workflow'}"},
+    )
 
 
 def record_feedback(runtime: Runtime, job_id: str, value: Any, *, scheme: RewardScheme = PAPER_SCHEME) -> Reward:

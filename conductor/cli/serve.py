@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from conductor.inference.local_model import DEFAULT_MODEL_NAME, pull_default_model
+
+if TYPE_CHECKING:
+    from conductor.inference.vllm_server import VllmServer
 
 
 def resolve_model(model: str, home: Path) -> Path:
@@ -46,7 +49,6 @@ def serve_command(
 ) -> None:
     """Serve MODEL with vLLM on this machine until Ctrl-C."""
     from conductor.config.settings import Settings
-    from conductor.domain.errors import VllmServerError
     from conductor.inference.vllm_server import VllmServer, default_python
 
     settings = Settings()
@@ -70,6 +72,13 @@ def serve_command(
     # vLLM process tree goes too.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     typer.echo(f"starting vLLM for {model_path} (log: {log_path})")
+    _serve_until_stopped(server, startup_timeout)
+
+
+def _serve_until_stopped(server: VllmServer, startup_timeout: float) -> None:
+    """Start the server, wait until it exits or Ctrl-C; the vLLM process tree is stopped either way."""
+    from conductor.domain.errors import VllmServerError
+
     try:
         server.start(timeout=startup_timeout)
     except VllmServerError as exc:
@@ -78,6 +87,7 @@ def serve_command(
     except KeyboardInterrupt:
         server.stop()
         raise typer.Exit(130) from None
+    name = server.served_name
     typer.echo(f"serving {name!r} at {server.base_url}  (litellm model: hosted_vllm/{name}); Ctrl-C stops")
     try:
         code = server.wait()
