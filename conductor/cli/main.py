@@ -224,6 +224,7 @@ def worker(
             raise InputError("a separate worker needs a real broker: set CONDUCTOR_BROKER_URL=redis://...")
         celery_app = create_app(settings)
         _warn_if_nobody_scores(celery_app, queues)
+        _log_litellm_once()
         argv = [
             "worker",
             "-Q",
@@ -238,6 +239,21 @@ def worker(
         if hostname:
             argv += ["-n", hostname]
         celery_app.worker_main(argv)
+
+
+def _log_litellm_once() -> None:
+    """litellm's loggers carry their own stream handler and also propagate to the root logger
+    Celery configures, so every model call was printed twice: keep only Celery's handler."""
+    from celery.signals import after_setup_logger
+
+    def drop_litellm_handler(**_: object) -> None:
+        from litellm import _logging as litellm_logging
+
+        for logger in (litellm_logging.verbose_logger, litellm_logging.verbose_router_logger,
+                       litellm_logging.verbose_proxy_logger):  # fmt: skip
+            logger.removeHandler(litellm_logging.handler)
+
+    after_setup_logger.connect(drop_litellm_handler, weak=False)
 
 
 def _warn_if_nobody_scores(celery_app: object, queues: str) -> None:
@@ -276,9 +292,6 @@ def _register_subcommands() -> None:
     from conductor.cli import train as cli_train
 
     cli_train.register(app)
-    from conductor.cli import api as cli_api
-
-    cli_api.register(app)
     from conductor.cli import api as cli_api
 
     cli_api.register(app)
