@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from api import errors
 from api.metrics import StoreCollector
-from api.routes import batches, chat, files, jobs, metrics, models
+from api.routes import batches, chat, files, jobs, metrics, models, webhooks
 from conductor.app.api_service import ApiService
 from conductor.app.batches import Batches
 from conductor.app.service import Service
@@ -25,12 +25,20 @@ log = logging.getLogger("conductor.api")
 
 
 class Sweeper:
-    """Finalizes and expires batches every `interval` seconds; `on_finished` gets each finished batch id."""
+    """Every `interval` seconds: `admit` (the feeder lets waiting jobs in when nobody else did),
+    then finalize and expire batches; `on_finished` gets each finished batch id."""
 
-    def __init__(self, batches: Batches, interval: float, on_finished: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        batches: Batches,
+        interval: float,
+        on_finished: Callable[[str], None] | None = None,
+        admit: Callable[[], object] | None = None,
+    ) -> None:
         self.batches = batches
         self.interval = interval
         self.on_finished = on_finished
+        self.admit = admit
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="batch-sweeper", daemon=True)
 
@@ -41,6 +49,8 @@ class Sweeper:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
+                if self.admit is not None:
+                    self.admit()
                 for batch_id in self.batches.sweep():
                     if self.on_finished:
                         self.on_finished(batch_id)
@@ -62,9 +72,12 @@ def create_app(settings: Settings) -> FastAPI:
             app.state.batches = Batches(sysm.service)
             app.state.pool_name = settings.pool_file.stem if settings.pool_file else "local"
             app.state.started = int(time.time())
+            app.state.send_webhook = _webhook_sender(sysm.service)
             app.state.registry = CollectorRegistry()
             app.state.registry.register(StoreCollector(sysm.runtime))
-            sweeper = Sweeper(app.state.batches, settings.batch_sweep_s, _batch_webhook(sysm.service)).start()
+            sweeper = Sweeper(
+                app.state.batches, settings.batch_sweep_s, _batch_webhook(sysm.service), sysm.service.feeder.admit
+            ).start()
             try:
                 yield
             finally:
@@ -77,18 +90,36 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
-    for router in (models.router, chat.router, jobs.router, files.router, batches.router, metrics.router):
+    for router in (
+        models.router,
+        chat.router,
+        jobs.router,
+        files.router,
+        batches.router,
+        webhooks.router,
+        metrics.router,
+    ):
         app.include_router(router)
     return app
 
 
-def _batch_webhook(service: Service) -> Callable[[str], None]:
-    """Send a finished batch's webhook through the same Celery app the service submits jobs with."""
+def _webhook_sender(service: Service) -> Callable[[str | None], None]:
+    """Send a recorded delivery through the same Celery app the service submits jobs with."""
     from tasks.webhooks import send_webhook
 
     celery_app = service.submitter.app  # type: ignore[attr-defined]  # the Dispatcher's app
 
+    def send(delivery_id: str | None) -> None:
+        send_webhook(celery_app, delivery_id)
+
+    return send
+
+
+def _batch_webhook(service: Service) -> Callable[[str], None]:
+    """A finished batch's event, recorded then sent."""
+    send = _webhook_sender(service)
+
     def notify(batch_id: str) -> None:
-        send_webhook(celery_app, batch_event(service.rt.sessions, batch_id))
+        send(batch_event(service.rt.sessions, batch_id))
 
     return notify

@@ -1,10 +1,18 @@
 """The webhook task: one signed delivery attempt per run, retried with exponential backoff.
 
-Sent only after the commit that finished the job or batch; a receiver that is down or slow
-costs one short, time-limited attempt per retry on the `default` queue and blocks nothing else.
+Sent only after the commit that finished the job or batch. The task itself only hands the
+attempt to a small pool of sender threads (`webhook_senders` per process) and returns: a
+receiver that is slow or never answers holds a sender thread for `webhook_timeout_s`, never a
+worker thread that solve, plan, run_step or finalize need. A failed attempt schedules the next
+one (countdown) from the sender thread. An attempt lost with its process leaves the delivery
+`pending`, and `POST /v1/webhooks/{id}/replay` sends it again.
 """
 
 from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from celery import Celery, Task
 
@@ -12,19 +20,43 @@ from conductor.app.runtime import Runtime
 from conductor.app.webhooks import deliver, job_event
 
 WEBHOOK_TASK = "conductor.webhook"
+log = logging.getLogger("conductor.webhooks")
+
+
+class _Senders:
+    """One lazily started thread pool per process (a Celery prefork child builds its own)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: object, *args: object) -> None:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.size, thread_name_prefix="webhook-sender")
+        self._pool.submit(fn, *args)  # type: ignore[arg-type]
 
 
 def register_webhooks(app: Celery, runtime: Runtime) -> None:
-    @app.task(name=WEBHOOK_TASK, bind=True, shared=False, max_retries=None, acks_late=True)  # type: ignore[untyped-decorator]
+    senders = _Senders(runtime.settings.webhook_senders)
+
+    def attempt(delivery_id: str) -> None:
+        try:
+            delay = deliver(runtime.sessions, runtime.settings, delivery_id)
+            if delay is not None:
+                send_webhook(app, delivery_id, countdown=delay)
+        except Exception:  # the delivery stays pending and replayable; nothing else is affected
+            log.exception("webhook delivery %s: attempt failed", delivery_id)
+
+    @app.task(name=WEBHOOK_TASK, bind=True, shared=False, acks_late=True)  # type: ignore[untyped-decorator]
     def webhook(self: Task, delivery_id: str) -> None:
-        delay = deliver(runtime.sessions, runtime.settings, delivery_id)
-        if delay is not None:
-            raise self.retry(countdown=delay)
+        senders.submit(attempt, delivery_id)
 
 
-def send_webhook(app: Celery, delivery_id: str | None) -> None:
+def send_webhook(app: Celery, delivery_id: str | None, *, countdown: float | None = None) -> None:
     if delivery_id is not None:
-        app.send_task(WEBHOOK_TASK, args=[delivery_id], queue="default")
+        app.send_task(WEBHOOK_TASK, args=[delivery_id], queue="default", countdown=countdown)
 
 
 def notify_job(app: Celery, runtime: Runtime, job_id: str) -> None:

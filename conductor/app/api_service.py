@@ -4,11 +4,13 @@ chat conversations as jobs, and cursor pagination. Another tenant's records are 
 from __future__ import annotations
 
 import base64
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
+from sqlalchemy.exc import DBAPIError
 
 from conductor.app.service import Service
 from conductor.app.tenants import check_quota
@@ -64,7 +66,8 @@ class ApiService:
             if found is not None:
                 return found, False
         check_quota(self.sessions, tenant_id)
-        return self.service.submit(problem, tenant_id=tenant_id, **kwargs)
+        # Through the feeder: the job waits its turn (tenant fair share, priority, in-flight cap).
+        return self.service.submit(problem, tenant_id=tenant_id, via_feeder=True, **kwargs)
 
     def submit_chat(
         self, tenant_id: str, messages: list[dict[str, Any]], *, model: str, max_tokens: int | None = None
@@ -154,12 +157,29 @@ class ApiService:
         return {"job_id": job_id, "reward": row.value, "correct": row.correct, "source": row.source}
 
 
-def cancel_jobs(service: Service, job_ids: list[str]) -> int:
+def cancel_jobs(service: Service, job_ids: list[str], *, attempts: int = 5) -> int:
     """Cancel unfinished jobs: no new model call starts, running steps end as cancelled, state recorded.
 
     Only guarded updates: a plan or step result that arrives later finds its row no longer
-    planning/running and is dropped by the engine, exactly like a duplicate delivery.
+    planning/running and is dropped by the engine, exactly like a duplicate delivery. The
+    updates touch jobs, steps, rounds and chains that workers are writing at the same time, in
+    another order: PostgreSQL may pick this transaction as a deadlock's victim, and it is retried.
     """
+    for attempt in range(1, attempts + 1):
+        try:
+            return _cancel_jobs_once(service, job_ids)
+        except DBAPIError as exc:
+            if attempt == attempts or getattr(exc.orig, "sqlstate", None) not in _RETRYABLE_SQLSTATES:
+                raise
+            time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+#: deadlock_detected, serialization_failure: the transaction was rolled back and may simply run again.
+_RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
+
+
+def _cancel_jobs_once(service: Service, job_ids: list[str]) -> int:
     t = utcnow()
     with service.rt.sessions.begin() as s:
         ids = list(

@@ -28,6 +28,8 @@ from conductor.store.models import Batch, File, Job, utcnow
 CHUNK = 500
 BATCH_PRIORITY = 3  # below the default (5) and chat (9)
 ENDPOINT = "/v1/chat/completions"
+#: schedulers.feeder.WAITING (conductor.app imports no schedulers): written, not yet admitted.
+WAITING = "waiting"
 
 
 def _aware(t: datetime | None) -> datetime | None:
@@ -159,13 +161,17 @@ class Batches:
         )
 
     def _flush(self, batch_id: str, jobs: list[Job]) -> bool:
+        """Write a chunk of jobs as waiting; the feeder admits them as the cluster has room, fairly
+        across tenants and after interactive work (a 100,000-line batch never floods the broker)."""
         with self.sessions.begin() as s:
             status = s.scalar(select(Batch.status).where(Batch.id == batch_id))
             if status != BatchStatus.VALIDATING.value:
                 return False
+            for job in jobs:
+                job.status = WAITING
             s.add_all(jobs)
         if jobs:
-            self.service.submitter.submit([j.id for j in jobs])
+            self.service.feeder.admit()
         return True
 
     def _invalid_path(self, batch_id: str) -> Path:

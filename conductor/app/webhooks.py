@@ -138,11 +138,23 @@ def replay(sessions: sessionmaker[Session], tenant_id: str | None, delivery_id: 
     return delivery_id
 
 
-def deliveries(sessions: sessionmaker[Session], tenant_id: str, subject_id: str | None = None) -> list[dict[str, Any]]:
+def deliveries(
+    sessions: sessionmaker[Session],
+    tenant_id: str,
+    subject_id: str | None = None,
+    *,
+    delivery_id: str | None = None,
+    status: str | None = None,
+) -> list[dict[str, Any]]:
+    """The tenant's newest 100 deliveries (of one job or batch, one delivery, or in one state), each with its attempts."""
     with sessions() as s:
         q = select(WebhookDelivery).where(WebhookDelivery.tenant_id == tenant_id)
         if subject_id is not None:
             q = q.where(WebhookDelivery.subject_id == subject_id)
+        if delivery_id is not None:
+            q = q.where(WebhookDelivery.id == delivery_id)
+        if status is not None:
+            q = q.where(WebhookDelivery.status == status)
         rows = s.scalars(q.order_by(WebhookDelivery.created_at.desc()).limit(100)).all()
         out = []
         for d in rows:
@@ -155,6 +167,11 @@ def deliveries(sessions: sessionmaker[Session], tenant_id: str, subject_id: str 
                     "event_type": d.event_type,
                     "subject_id": d.subject_id,
                     "status": d.status,
+                    "url": d.url,
+                    "created_at": d.created_at,
+                    "delivered_at": d.delivered_at,
+                    "next_attempt_at": d.next_attempt_at,
+                    "last_error": d.last_error,
                     "attempts": [
                         {
                             "attempt": a.attempt,

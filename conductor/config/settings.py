@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     )
     webhook_backoff_s: float = Field(2.0, gt=0, description="First retry delay of a webhook; doubles each attempt.")
     webhook_timeout_s: float = Field(5.0, gt=0, description="How long a webhook receiver may take to answer.")
+    webhook_senders: int = Field(
+        8, ge=1, description="Threads per process that POST webhooks (a slow receiver holds one of these, no worker)."
+    )
 
     worker_pool: Literal["threads", "prefork", "solo", "gevent"] = "threads"
     worker_concurrency: int = Field(8, ge=1)

@@ -5,81 +5,24 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
-from conductor.app.runtime import Runtime
-from conductor.app.tenants import create_key
-from conductor.config.settings import Settings
 from tests.conftest import default_script
-from tests.support.cluster import Proc, cluster_env, workers, write_pool
-from tests.support.pools import scripted_pool
-from tests.support.scripted_llm import ScriptedLLMServer
+from tests.support.api_deployment import Deployment, deploy
 
 pytestmark = pytest.mark.services
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Deployment:
-    base_url: str
-    server: ScriptedLLMServer
-    runtime: Runtime
-    api: Proc
-
-    def key(self, tenant: str, **kwargs: object) -> str:
-        return create_key(self.runtime.sessions, tenant, **kwargs)[0]  # type: ignore[arg-type]
-
-    def client(self, key: str) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=60)
-
-
-def wait_http(url: str, proc: Proc, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.popen.poll() is not None:
-            raise RuntimeError(f"api exited:\n{proc.tail()}")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"api not up:\n{proc.tail()}")
-
-
 @pytest.fixture
 def deployment(tmp_path: Path, pg_url: str, redis_db: str) -> Iterator[Deployment]:
-    server = ScriptedLLMServer(default_script(worker_delay=0.05)).start()
-    pool = scripted_pool(server.base_url)
-    pool_file = write_pool(pool, tmp_path / "pool.yaml")
-    port = free_port()
-    env = cluster_env(tmp_path, redis_db, pg_url, pool_file, recursion="false", batch_sweep_s="0.3")
-    runtime = Runtime(Settings(home=tmp_path, broker_url=redis_db, database_url=pg_url), pool=pool)
-    runtime.migrate()
-    try:
-        with workers(env, tmp_path, ["w1", "w2"], queues="conductor,llm,default"):
-            api = Proc("api", ["api", "--port", str(port)], env, tmp_path / "api.log")
-            try:
-                wait_http(f"http://127.0.0.1:{port}/openapi.json", api)
-                yield Deployment(f"http://127.0.0.1:{port}/v1", server, runtime, api)
-            finally:
-                api.stop()
-    finally:
-        runtime.close()
-        server.stop()
+    with deploy(tmp_path, pg_url, redis_db, default_script(worker_delay=0.05)) as d:
+        yield d
 
 
 def test_models_and_chat_with_and_without_streaming(deployment: Deployment):

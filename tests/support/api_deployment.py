@@ -1,0 +1,87 @@
+"""A real `conductor api` process and real worker processes on Redis + PostgreSQL, with the
+scripted model server behind the pool: what the official `openai` client talks to in tests."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import openai
+
+from conductor.app.runtime import Runtime
+from conductor.app.tenants import create_key
+from conductor.config.settings import Settings
+from tests.support.cluster import Proc, cluster_env, workers, write_pool
+from tests.support.pools import scripted_pool
+from tests.support.scripted_llm import Script, ScriptedLLMServer
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Deployment:
+    base_url: str
+    server: ScriptedLLMServer
+    runtime: Runtime
+    api: Proc
+
+    def key(self, tenant: str, **kwargs: object) -> str:
+        return create_key(self.runtime.sessions, tenant, **kwargs)[0]  # type: ignore[arg-type]
+
+    def client(self, key: str) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=60)
+
+
+def wait_http(url: str, proc: Proc, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            raise RuntimeError(f"api exited:\n{proc.tail()}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"api not up:\n{proc.tail()}")
+
+
+@contextmanager
+def deploy(
+    home: Path,
+    pg_url: str,
+    redis_url: str,
+    script: Script,
+    *,
+    worker_names: tuple[str, ...] = ("w1", "w2"),
+    concurrency: int = 4,
+    **settings: str,
+) -> Iterator[Deployment]:
+    """`settings` become CONDUCTOR_* variables of the API and the workers (e.g. max_in_flight_jobs="16")."""
+    server = ScriptedLLMServer(script).start()
+    pool = scripted_pool(server.base_url)
+    pool_file = write_pool(pool, home / "pool.yaml")
+    port = free_port()
+    env = cluster_env(home, redis_url, pg_url, pool_file, **{"recursion": "false", "batch_sweep_s": "0.3", **settings})
+    runtime = Runtime(Settings(home=home, broker_url=redis_url, database_url=pg_url), pool=pool)
+    runtime.migrate()
+    try:
+        with workers(env, home, list(worker_names), queues="conductor,llm,default", concurrency=concurrency):
+            api = Proc("api", ["api", "--port", str(port)], env, home / "api.log")
+            try:
+                wait_http(f"http://127.0.0.1:{port}/openapi.json", api)
+                yield Deployment(f"http://127.0.0.1:{port}/v1", server, runtime, api)
+            finally:
+                api.stop()
+    finally:
+        runtime.close()
+        server.stop()
