@@ -8,7 +8,16 @@ from fastapi import APIRouter, Header, Query, Response
 
 from api.deps import Api, JobsCaller
 from api.schemas.common import ErrorResponse
-from api.schemas.jobs import FeedbackCreate, FeedbackResult, JobCreate, JobDetail, JobList, JobSummary, JobUsage
+from api.schemas.jobs import (
+    FeedbackCreate,
+    FeedbackResult,
+    JobCreate,
+    JobDetail,
+    JobList,
+    JobState,
+    JobSummary,
+    JobUsage,
+)
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={404: {"model": ErrorResponse}})
 
@@ -93,7 +102,7 @@ def get_job(job_id: str, api: Api, who: JobsCaller) -> JobDetail:
 def list_jobs(
     api: Api,
     who: JobsCaller,
-    status: Annotated[str | None, Query(max_length=32)] = None,
+    status: JobState | None = None,
     batch_id: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     cursor: Annotated[str | None, Query(max_length=400)] = None,

@@ -9,6 +9,9 @@ from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
 
 from conductor.domain.problem import Problem
 
+#: Every state a job can be in (`waiting`: written, not yet admitted by the feeder).
+JobState = Literal["waiting", "queued", "running", "done", "failed", "budget_exceeded", "cancelled"]
+
 
 class JobCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
