@@ -12,6 +12,8 @@ from conductor.config.pool import Pool, load_pool
 from conductor.config.settings import Settings
 from conductor.engine import Engine
 from conductor.inference.gateway import CallLimiter, Gateway
+from conductor.inference.policy import ActivePolicy, ActivePolicyCache
+from conductor.store import queries
 from conductor.store.db import make_engine, session_factory, upgrade
 
 #: Builds the cluster-wide call limiter for a pool (or None: no limits). Passed in by the entry
@@ -54,7 +56,15 @@ class Runtime:
         limiter = self._limiter
         if limiter is None and self._limiter_factory is not None:
             limiter = self._limiter_factory(self.settings, self.pool)
-        return Gateway(self.pool, model_home=self.settings.model_cache, limiter=limiter)
+        gateway = Gateway(self.pool, model_home=self.settings.model_cache, limiter=limiter)
+        if self.settings.follow_active_checkpoint:
+            gateway.follow(ActivePolicyCache(self._read_active_policy, ttl_s=self.settings.policy_refresh_s))
+        return gateway
+
+    def _read_active_policy(self) -> ActivePolicy | None:
+        with self.sessions() as s:
+            row = queries.active_checkpoint(s)
+        return ActivePolicy(version=row.id, adapter_path=row.path) if row is not None and row.path else None
 
     @cached_property
     def engine(self) -> Engine:

@@ -32,9 +32,9 @@ def _registry():  # type: ignore[no-untyped-def]
 def warmup(
     gsm8k: int = typer.Option(200, help="GSM8K train questions to write plans for."),
     arith: int = typer.Option(200, help="Generated arithmetic questions."),
-    examples: int = typer.Option(192, help="Supervised examples (plans) to train on."),
-    epochs: float = typer.Option(1.0),
-    lr: float = typer.Option(3e-4, help="LoRA learning rate."),
+    examples: int = typer.Option(160, help="Supervised examples (plans) to train on."),
+    epochs: float = typer.Option(2.0),
+    lr: float = typer.Option(1e-3, help="LoRA learning rate."),
     seed: int = typer.Option(0),
     data_dir: Path | None = typer.Option(None, help="Benchmark data (default: ../shared/data)."),
     promote: bool = typer.Option(False, help="Make the adapter the active Conductor at once (no gate)."),
@@ -64,6 +64,64 @@ def warmup(
         if promote:
             view = registry.promote(view.id)
         echo_json({"checkpoint": view.id, "status": view.status, "path": view.path, "metrics": view.metrics})
+
+
+@train_app.command("online")
+def online(
+    cycles: int = typer.Option(3, help="Cycles of iterations -> gate -> promote."),
+    iterations: int = typer.Option(2, help="GRPO iterations per cycle (rollouts + one training pass each)."),
+    problems: int = typer.Option(8, help="Training problems per iteration."),
+    samples: int = typer.Option(4, help="Workflows sampled per problem (the GRPO group size G)."),
+    lr: float = typer.Option(2e-5, help="Learning rate of the LoRA."),
+    loss_type: str = typer.Option("dapo", help="grpo | dapo (token-mean) | dr_grpo | bnpo."),
+    vllm: bool = typer.Option(True, help="Serve Conductor and workers from a private vLLM server (else in-process)."),
+    seed: int = typer.Option(0),
+    dev_limit: int | None = typer.Option(None, help="Smoke runs only: gate on the first N dev problems."),
+    gsm8k: int = typer.Option(150, help="GSM8K train questions in the training pool."),
+    arith: int = typer.Option(150, help="Generated arithmetic questions in the training pool."),
+    data_dir: Path | None = typer.Option(None, help="Benchmark data (default: ../shared/data)."),
+    report_dir: Path = typer.Option(Path("results/train-local"), help="events.jsonl, cycles.json, summary.json."),
+) -> None:
+    """The paper's loop through this queue: rollouts with G samples, GRPO on exactly those traces, gate, promote."""
+    from conductor.cli.common import running_system
+    from reward_pipeline.training.local_run import LocalRunConfig, run_local
+    from reward_pipeline.training.online import OnlineConfig
+
+    with errors_to_exit_codes():
+        settings = load_settings()
+        cfg = LocalRunConfig(
+            online=OnlineConfig(
+                cycles=cycles,
+                iterations_per_cycle=iterations,
+                problems_per_iteration=problems,
+                samples=samples,
+                seed=seed,
+            ),
+            train_gsm8k=gsm8k,
+            train_arith=arith,
+            learning_rate=lr,
+            loss_type=loss_type,
+            use_vllm=vllm,
+            dev_limit=dev_limit,
+        )
+        summary = run_local(
+            settings, _data_dir(data_dir), cfg, report_dir=report_dir, running_system=running_system, log=_print_event
+        )
+        typer.echo(f"final policy: {summary['final']}; report in {report_dir}")
+
+
+def _print_event(event: dict) -> None:  # type: ignore[type-arg]
+    if event.get("event") == "gate":
+        cand, act = event["candidate"], event["active"]
+        typer.echo(
+            f"gate {cand['version']} vs {act['version']}: parse {cand['parse_rate']:.2f} vs {act['parse_rate']:.2f}, "
+            f"accuracy {cand['accuracy']:.2f} vs {act['accuracy']:.2f}, tokens/q {cand['tokens_per_question']:.0f} vs "
+            f"{act['tokens_per_question']:.0f} -> {'PASS' if event['passed'] else 'FAIL ' + '; '.join(event['reasons'])}",
+            err=True,
+        )
+        return
+    keys = ("event", "name", "version", "parse_rate", "reward_mean", "rows_trained", "step", "loss", "ratio_mean")
+    typer.echo("  ".join(f"{k}={event[k]}" for k in keys if k in event), err=True)
 
 
 @checkpoints_app.command("list")

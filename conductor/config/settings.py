@@ -67,6 +67,14 @@ class Settings(BaseSettings):
     worker_pool: Literal["threads", "prefork", "solo", "gevent"] = "threads"
     worker_concurrency: int = Field(8, ge=1)
     embedded_concurrency: int = Field(4, ge=1, description="Threads of the in-process worker (memory://).")
+
+    follow_active_checkpoint: bool = Field(
+        True, description="Serve the store's active Conductor checkpoint (promotions apply without a restart)."
+    )
+    policy_refresh_s: float = Field(5.0, gt=0, description="How often a process re-reads the active checkpoint.")
+    retrain_enabled: bool = Field(False, description="Let beat start a retraining cycle when enough traces exist.")
+    retrain_min_new_traces: int = Field(256, ge=1, description="New rewarded Conductor rounds that start a cycle.")
+    retrain_check_s: float = Field(300.0, gt=0, description="How often beat checks whether to retrain.")
     task_events: bool = Field(False, description="Celery task events from the start (Flower enables them anyway).")
     max_in_flight_jobs: int = Field(1000, ge=1, description="Feeder: most jobs queued or running at once.")
     max_queue_depth: int = Field(2000, ge=1, description="Feeder: most messages waiting in the broker's queues.")

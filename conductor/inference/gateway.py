@@ -30,6 +30,7 @@ import litellm
 from conductor.config.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
 from conductor.domain.errors import RateLimited, WorkerCallError
 from conductor.inference import local_backend
+from conductor.inference.policy import ActivePolicyCache, lora_name
 from conductor.inference.vllm_server import TOKEN_ID_EXTRA_BODY, TOKEN_ID_PREFIX, completion_token_ids_and_logprobs
 
 log = logging.getLogger(__name__)
@@ -142,9 +143,12 @@ class Gateway:
         self.backoff_max_s = backoff_max_s
         self.local_models = local_backend.register()
         self._switch_lock = threading.Lock()
+        self._active: ActivePolicyCache | None = None
+        self._pool_default = pool.conductor
 
     # -- public ------------------------------------------------------------------------
     def call_conductor(self, messages: list[dict]) -> Completion:
+        self._follow_active_policy()
         # One attribute read: a call made during a switch uses the old spec or the new one, never a mix.
         spec = self.pool.conductor
         result = self._call_with_retries(spec, messages, label="conductor", want_logprobs=True)
@@ -160,7 +164,15 @@ class Gateway:
         }
         return result
 
-    def switch_conductor(self, model: str, *, policy_version: str, api_base: str | None = None) -> ConductorSpec:
+    def switch_conductor(
+        self,
+        model: str,
+        *,
+        policy_version: str,
+        api_base: str | None = None,
+        adapter: str | None = None,
+        temperature: float | None = None,
+    ) -> ConductorSpec:
         """Serve the Conductor from `model` from the next call on, without a restart; returns the new spec.
 
         The retraining loop calls this after loading a promoted LoRA adapter into vLLM
@@ -173,14 +185,39 @@ class Gateway:
         """
         with self._switch_lock:
             current = self.pool.conductor
-            update: dict[str, Any] = {"model": model, "policy_version": policy_version}
+            update: dict[str, Any] = {"model": model, "policy_version": policy_version, "adapter": adapter}
             if api_base is not None:
                 update["api_base"] = api_base or None
+            if temperature is not None:
+                update["temperature"] = temperature
             # model_copy skips validation; re-validating catches a bad model string before it is served.
             spec = ConductorSpec.model_validate(current.model_copy(update=update).model_dump())
             self.pool.conductor = spec
         log.info("conductor switched: %s (%s) -> %s (%s)", current.model, current.policy_version, model, policy_version)
         return spec
+
+    def follow(self, active: ActivePolicyCache) -> None:
+        """Serve the store's active checkpoint from now on (and the pool's own Conductor when none is)."""
+        self._active = active
+        self._pool_default = self.pool.conductor
+
+    def _follow_active_policy(self) -> None:
+        if self._active is None:
+            return
+        policy = self._active.get()
+        current = self.pool.conductor
+        if policy is None:
+            if current.policy_version != self._pool_default.policy_version:  # rolled back past every checkpoint
+                with self._switch_lock:
+                    self.pool.conductor = self._pool_default
+            return
+        if policy.version == current.policy_version:
+            return
+        base = self._pool_default
+        if base.provider == local_backend.PROVIDER:
+            self.switch_conductor(base.model, policy_version=policy.version, adapter=policy.adapter_path)
+        else:  # vLLM: the promoter loaded the adapter under its own name on the pool's server
+            self.switch_conductor(f"{base.provider}/{lora_name(policy.version)}", policy_version=policy.version)
 
     def call_worker(self, name: str, messages: list[dict]) -> Completion:
         """Call a worker; after its retries fail, walk its fallback chain."""

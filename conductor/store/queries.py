@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from conductor.domain.errors import NotFound
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB, JobStatus, RoundStatus
-from conductor.store.models import Chain, Job, Reward, Round
+from conductor.store.models import Chain, Checkpoint, Job, Reward, Round
 
 VERIFIER = "verifier"  #: `Reward.source` of rewards a verifier wrote (not a user's feedback)
 TERMINAL = [s.value for s in TERMINAL_JOB]
@@ -129,3 +129,10 @@ def result_line(job: Job) -> dict[str, Any]:
         "seconds": round(seconds, 3) if seconds is not None else None,
         "error": job.error,
     }
+
+
+def active_checkpoint(s: Session) -> Checkpoint | None:
+    """The Conductor checkpoint every process serves now (None: the pool's own Conductor)."""
+    return s.scalars(
+        select(Checkpoint).where(Checkpoint.status == "active").order_by(Checkpoint.promoted_at.desc())
+    ).first()

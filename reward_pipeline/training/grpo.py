@@ -19,7 +19,7 @@ from typing import Any
 from conductor.domain.errors import TrainingError
 from reward_pipeline.training.dataset import Row
 from reward_pipeline.training.logprobs import pad_batch, scatter_behaviour, token_logprobs
-from reward_pipeline.training.objective import ObjectiveConfig, group_advantages, grpo_loss
+from reward_pipeline.training.objective import ObjectiveConfig, ScaleRewards, group_advantages, grpo_loss
 
 #: The `GRPOConfig` fields this trainer reads (pinned against TRL 1.16.0).
 USED_TRL_FIELDS = (
@@ -97,10 +97,25 @@ class OfflineGRPOTrainer:
         self.step = 0
         self._proximal: dict[int, list[float]] = {}
 
+    def reset_to(self, adapter: Path | None) -> None:
+        """Continue from another adapter's weights (after a rejected candidate), with a fresh optimizer."""
+        import torch
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        if adapter is None:
+            raise TrainingError("cannot reset a LoRA trainer to the bare base model")
+        set_peft_model_state_dict(self.model, load_file(str(adapter / "adapter_model.safetensors")))
+        self.optimizer = torch.optim.AdamW(
+            self.params, lr=self.config.learning_rate, weight_decay=self.config.weight_decay
+        )
+
     def train(self, groups: list[list[Row]]) -> dict[str, Any]:
         """One pass (times `num_iterations`) over the groups; returns summary metrics."""
         rewards = [[r.reward for r in g] for g in groups]
-        scale = self.config.scale_rewards if isinstance(self.config.scale_rewards, str) else "group"
+        scale: ScaleRewards = "none" if self.config.scale_rewards in ("none", False) else self.config.scale_rewards
+        if scale not in ("group", "batch", "none"):
+            scale = "group"
         advantages = group_advantages(rewards, scale=scale)
         items = [
             _Item(row, adv)

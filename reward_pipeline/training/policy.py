@@ -51,7 +51,6 @@ def load_trainable(base_model: Path, adapter: Path | None, lora: LoraSpec) -> An
 
 def save_adapter(model: Any, tokenizer: Any, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
+    # Adapter files only: the base model's tokenizer serves every version (vLLM warns on per-LoRA tokenizers).
     model.save_pretrained(str(out_dir))
-    if tokenizer is not None:
-        tokenizer.save_pretrained(str(out_dir))
     return out_dir

@@ -24,18 +24,13 @@ from conductor.domain.workflow import Workflow
 from reward_pipeline.training.policy import LoraSpec
 
 _ANSWER_HINT = "Give the final answer."
-_THOUGHTS = {
-    1: "One careful step is enough.",
-    2: "Solve it, then check the solution.",
-    3: "Two independent attempts, then compare them.",
-}
 
 
 @dataclass(frozen=True)
 class WarmupConfig:
-    examples: int = 192
-    epochs: float = 1.0
-    learning_rate: float = 3e-4
+    examples: int = 160
+    epochs: float = 2.0
+    learning_rate: float = 1e-3
     batch_size: int = 8
     max_length: int = 512
     seed: int = 0
@@ -43,7 +38,7 @@ class WarmupConfig:
 
 
 def synthetic_plan(question: str, pool_size: int, rng: random.Random) -> tuple[str, Workflow]:
-    """A short thought and one fenced workflow for `question`, worker ids drawn from the pool."""
+    """One fenced workflow for `question`, worker ids drawn from the pool."""
     q = " ".join(question.split())
     shape = rng.choice((1, 1, 2, 3))
     pick = lambda: rng.randrange(pool_size)  # noqa: E731
@@ -61,7 +56,8 @@ def synthetic_plan(question: str, pool_size: int, rng: random.Random) -> tuple[s
             [f"Solve: {q}", f"Solve: {q}", "Compare the two solutions above and give the correct final answer."],
             [[], [], [0, 1]],
         )
-    return f"{_THOUGHTS[shape]}\n{wf.to_python()}", wf
+    # No thought before the block: a 135M model gains nothing from it and it costs tokens to learn.
+    return wf.to_python(), wf
 
 
 def build_examples(
@@ -115,8 +111,8 @@ def run_warmup(
         peft_config=config.lora.peft_config(),
     )
     result = trainer.train()
-    trainer.model.save_pretrained(str(out_dir))
-    tokenizer.save_pretrained(str(out_dir))
+    trained: Any = trainer.model
+    trained.save_pretrained(str(out_dir))
     history = [h for h in trainer.state.log_history if "loss" in h]
     return {
         "train_loss": float(result.training_loss),
