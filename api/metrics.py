@@ -28,8 +28,8 @@ class StoreCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         with self.rt.sessions() as s:
             jobs = GaugeMetricFamily("conductor_jobs", "Jobs by state.", labels=["status"])
-            for status, n in s.execute(select(Job.status, func.count()).group_by(Job.status)):
-                jobs.add_metric([status], n)
+            for state, n in s.execute(select(Job.status, func.count()).group_by(Job.status)):
+                jobs.add_metric([state], n)
             yield jobs
             yield self._step_latency(s)
             yield self._job_latency(s)

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from conductor.domain.states import JobStatus
+
 __all__ = [
     "Cell",
     "aggregate",
@@ -100,7 +102,7 @@ def _cell(benchmark: str, method: str, records: list[dict[str, Any]]) -> Cell:
         latency_p50_s=percentile(latencies, 50),
         latency_p95_s=percentile(latencies, 95),
         steps_per_workflow=_mean(r.get("steps_per_workflow") for r in records),
-        failed=sum(1 for r in records if r.get("status") != "done"),
+        failed=sum(1 for r in records if r.get("status") != JobStatus.DONE),
     )
 
 

@@ -128,7 +128,7 @@ def score_job(
     """
     with runtime.sessions() as s:
         job = queries.get_job(s, job_id)
-        if JobStatus(job.status) not in TERMINAL_JOB:
+        if job.status not in TERMINAL_JOB:
             raise JobNotFinished(f"job {job_id} is {job.status}; score it once it has finished")
         problem = Problem.model_validate(job.problem)
         check = verifier if verifier is not None else verifier_for(problem, judge=judge)
@@ -161,7 +161,7 @@ def score_job(
         rows += [_unparseable_round_reward(job_id, rid, err, scheme) for rid, err in bad_rounds]
         s.add_all(rows)
         s.flush()
-        if check is not None and samples > 1 and status == JobStatus.DONE.value:
+        if check is not None and samples > 1 and status == JobStatus.DONE:
             _pick_best(s, job_id, rows, chains)
     return rows
 
@@ -237,11 +237,8 @@ def _complete(existing: list[Reward], check: Verifier | None) -> bool:
 def _snap(c: Chain) -> _ChainSnap:
     rounds = sorted(c.rounds, key=lambda r: r.round_index)
     # A fallback workflow is the system's, not the Conductor's: it does not count as a parsed plan.
-    parsed = any(
-        r.parse_status in (ParseStatus.OK.value, ParseStatus.ACCEPT.value) or r.kind == RoundKind.FIXED.value
-        for r in rounds
-    )
-    answer = c.answer if c.status == ChainStatus.DONE.value else None
+    parsed = any(r.parse_status in (ParseStatus.OK, ParseStatus.ACCEPT) or r.kind == RoundKind.FIXED for r in rounds)
+    answer = c.answer if c.status == ChainStatus.DONE else None
     return _ChainSnap(c.id, c.sample_index, c.status, answer, c.error, rounds[-1].id if rounds else None, parsed)
 
 

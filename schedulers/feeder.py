@@ -40,8 +40,8 @@ from conductor.domain.states import JobStatus
 from conductor.store.models import Job
 
 #: A job written to the store but not yet admitted into the broker.
-WAITING = "waiting"
-IN_FLIGHT = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
+WAITING = JobStatus.WAITING
+IN_FLIGHT = (JobStatus.QUEUED, JobStatus.RUNNING)
 _ADVISORY_KEY = 0x0C0DF33D  # pg_try_advisory_xact_lock key of the admission pass
 
 
@@ -199,7 +199,7 @@ class Feeder:
                 got = s.execute(
                     update(Job)
                     .where(Job.id.in_(ids), Job.status == WAITING)
-                    .values(status=JobStatus.QUEUED.value, started_at=t)
+                    .values(status=JobStatus.QUEUED, started_at=t)
                     .returning(Job.id)
                 ).all()
                 admitted += [row[0] for row in got]

@@ -29,7 +29,7 @@ CHUNK = 500
 BATCH_PRIORITY = 3  # below the default (5) and chat (9)
 ENDPOINT = "/v1/chat/completions"
 #: schedulers.feeder.WAITING (conductor.app imports no schedulers): written, not yet admitted.
-WAITING = "waiting"
+WAITING = JobStatus.WAITING
 
 
 def _aware(t: datetime | None) -> datetime | None:
@@ -205,7 +205,7 @@ class Batches:
             by_status = dict(
                 s.execute(select(Job.status, func.count()).where(Job.batch_id == batch_id).group_by(Job.status)).all()
             )
-        done = by_status.get(JobStatus.DONE.value, 0) + by_status.get(JobStatus.BUDGET_EXCEEDED.value, 0)
+        done = by_status.get(JobStatus.DONE, 0) + by_status.get(JobStatus.BUDGET_EXCEEDED, 0)
         ended = sum(n for st, n in by_status.items() if st in TERMINAL_VALUES)
         return Counts(total=sum(by_status.values()) + invalid, completed=done, failed=ended - done + invalid)
 

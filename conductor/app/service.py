@@ -83,9 +83,7 @@ class Service:
             budget_usd=budget_usd,
         )
         if via_feeder:
-            from schedulers.feeder import WAITING
-
-            job.status = WAITING
+            job.status = JobStatus.WAITING
         try:
             with self.rt.sessions.begin() as s:
                 s.add(job)
@@ -122,8 +120,6 @@ class Service:
         `keep_ids=False` no list of job ids is kept (100k-problem batches: follow them with
         `wait_batch` and `batch_result_lines`).
         """
-        from schedulers.feeder import WAITING
-
         batch = Batch(id=new_id(), tenant_id=tenant_id, source=str(path))
         settings = self.rt.settings
 
@@ -134,7 +130,7 @@ class Service:
                 "line_no": line,
                 "external_id": problem.id,
                 "priority": priority,
-                "status": WAITING,
+                "status": JobStatus.WAITING,
                 "problem": problem.model_dump(),
                 "samples": samples or settings.samples,
                 "options": options or {},
@@ -176,7 +172,7 @@ class Service:
             external_id=problem.id,
             idempotency_key=idempotency_key,
             priority=priority,
-            status=JobStatus.QUEUED.value,
+            status=JobStatus.QUEUED,
             problem=problem.model_dump(),
             samples=samples or self.rt.settings.samples,
             webhook_url=webhook_url,

@@ -6,6 +6,7 @@ from enum import StrEnum
 
 
 class JobStatus(StrEnum):
+    WAITING = "waiting"  #: row written, not yet admitted by the feeder (schedulers/feeder.py)
     QUEUED = "queued"  #: row written, solve not yet picked up
     RUNNING = "running"  #: at least one chain is in progress
     DONE = "done"  #: finished with an answer

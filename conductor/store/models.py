@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     JSON,
@@ -20,7 +21,13 @@ from sqlalchemy import (
     func,
     text,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+from conductor.domain.states import BatchStatus, ChainStatus, JobStatus, ParseStatus, RoundKind, RoundStatus, StepStatus
+
+E = TypeVar("E", bound=StrEnum)
 
 
 def utcnow() -> datetime:
@@ -29,6 +36,24 @@ def utcnow() -> datetime:
 
 def new_id() -> str:
     return uuid.uuid4().hex
+
+
+class State(TypeDecorator[E]):
+    """A state column: stored as the StrEnum's string in a VARCHAR (the schema is unchanged, no
+    migration), read back as the Enum. Writing a string that is not one of its values fails."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, enum: type[E], length: int = 32) -> None:
+        super().__init__(length)
+        self.enum = enum
+
+    def process_bind_param(self, value: E | str | None, dialect: Dialect) -> str | None:
+        return None if value is None else self.enum(value).value
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> E | None:
+        return None if value is None else self.enum(value)
 
 
 class Base(DeclarativeBase):
@@ -82,7 +107,7 @@ class Batch(Base):
     total: Mapped[int] = mapped_column(Integer, default=0)
     rejected: Mapped[list[Any]] = mapped_column(JSON, default=list)  # [{"line": n, "error": "..."}]
     # Batch API (None for CLI batches): OpenAI's status, files and timestamps.
-    status: Mapped[str | None] = mapped_column(String(32), index=True)
+    status: Mapped[BatchStatus | None] = mapped_column(State(BatchStatus), index=True)
     endpoint: Mapped[str | None] = mapped_column(String(64))
     completion_window: Mapped[str | None] = mapped_column(String(16))
     input_file_id: Mapped[str | None] = mapped_column(String(64))
@@ -118,7 +143,7 @@ class Job(Base):
     external_id: Mapped[str | None] = mapped_column(String(200))
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     priority: Mapped[int] = mapped_column(Integer, default=5)
-    status: Mapped[str] = mapped_column(String(32), default="queued", index=True)
+    status: Mapped[JobStatus] = mapped_column(State(JobStatus), default=JobStatus.QUEUED, index=True)
     problem: Mapped[dict[str, Any]] = mapped_column(JSON)
     samples: Mapped[int] = mapped_column(Integer, default=1)
     # Per-job overrides: {"workflow": {...three lists...}} runs a fixed workflow with no Conductor
@@ -153,7 +178,7 @@ class Chain(Base):
     parent_step_id: Mapped[int | None] = mapped_column(ForeignKey("steps.id", use_alter=True), unique=True)
     depth: Mapped[int] = mapped_column(Integer, default=0)
     question: Mapped[str] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(32), default="running")
+    status: Mapped[ChainStatus] = mapped_column(State(ChainStatus), default=ChainStatus.RUNNING)
     answer: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
     rounds_used: Mapped[int] = mapped_column(Integer, default=0)
@@ -173,8 +198,8 @@ class Round(Base):
     chain_id: Mapped[int] = mapped_column(ForeignKey("chains.id"), index=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
     round_index: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(16))
-    status: Mapped[str] = mapped_column(String(32), default="planning", index=True)
+    kind: Mapped[RoundKind] = mapped_column(State(RoundKind, 16))
+    status: Mapped[RoundStatus] = mapped_column(State(RoundStatus), default=RoundStatus.PLANNING, index=True)
     prompt_messages: Mapped[list[Any] | None] = mapped_column(JSON)
     prompt_token_ids: Mapped[list[Any] | None] = mapped_column(JSON)
     completion_text: Mapped[str | None] = mapped_column(Text)
@@ -183,7 +208,7 @@ class Round(Base):
     conductor_model: Mapped[str | None] = mapped_column(String(300))
     policy_version: Mapped[str | None] = mapped_column(String(200))
     sampling: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # temperature, max_tokens: the behaviour policy
-    parse_status: Mapped[str | None] = mapped_column(String(16))
+    parse_status: Mapped[ParseStatus | None] = mapped_column(State(ParseStatus, 16))
     parse_error: Mapped[str | None] = mapped_column(Text)
     workflow: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     n_steps: Mapped[int] = mapped_column(Integer, default=0)
@@ -216,7 +241,7 @@ class Step(Base):
     access: Mapped[Any] = mapped_column(JSON)
     dependencies: Mapped[list[Any]] = mapped_column(JSON)
     pending_deps: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(32), default="pending")
+    status: Mapped[StepStatus] = mapped_column(State(StepStatus), default=StepStatus.PENDING)
     output: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
     model: Mapped[str | None] = mapped_column(String(300))
