@@ -61,7 +61,7 @@ def redis_health(redis_url: str, *, reaper_interval_s: float, queues: tuple[str,
 
 
 def consumers(app: Any, *, timeout_s: float = 1.0) -> dict[str, list[str]] | None:
-    """Queue name -> worker hostnames consuming it (None if no worker answered in time)."""
+    """Queue name -> the Celery hosts consuming it (None if no host answered in time)."""
     with contextlib.suppress(Exception):
         replies = app.control.inspect(timeout=timeout_s).active_queues() or {}
         out: dict[str, list[str]] = {}

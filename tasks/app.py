@@ -23,8 +23,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Celery:
         task_serializer="json",
         accept_content=["json"],
         task_ignore_result=True,  # results live in SQL; no result backend to wait on
-        # A worker that dies mid-task must not lose the message: ack only after the task ran,
-        # and give the message back when the worker process is killed.
+        # A Celery host that dies mid-task must not lose the message: ack only after the task ran,
+        # and give the message back when the host process is killed.
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,

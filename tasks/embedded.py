@@ -1,4 +1,4 @@
-"""An in-process Celery worker on the memory:// transport: the embedded default, same tasks, same path."""
+"""An in-process Celery host on the memory:// transport: the embedded default, same tasks, same path."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class EmbeddedWorker:
         self._thread = threading.Thread(target=self._controller.start, name="embedded-celery", daemon=True)
         self._thread.start()
         if not self._controller.ready.wait(timeout):
-            raise RuntimeError("embedded Celery worker did not start")
+            raise RuntimeError("embedded Celery host did not start")
         if self.reap_every_s:
             self._reaper = threading.Thread(target=self._reap_periodically, name="embedded-reaper", daemon=True)
             self._reaper.start()

@@ -4,7 +4,7 @@
 and queue for every method; methods differ only in job options, see `baselines`), keeps at
 most `parallel` jobs in flight, and as each job ends takes its verdict from the rewards the
 `conductor.score` task wrote (scoring it inline when the task has not done so within
-`score_grace_s`, e.g. when no worker consumes the reward queue). One result line per pair is
+`score_grace_s`, e.g. when no Celery host consumes the reward queue). One result line per pair is
 appended to ``<out>/results.jsonl`` as soon as it is known, so an interrupted run loses at
 most the pairs in flight, and a rerun skips every pair already there. At the end it writes
 ``results.json`` (config, per-cell statistics, pooled statistics), ``report.md`` (Markdown
