@@ -9,7 +9,7 @@ from typing import Any
 
 from conductor.app.runtime import Runtime
 from conductor.domain.effects import Effects, RoundTask
-from conductor.domain.errors import BudgetExceeded, RateLimited, WorkerCallError
+from conductor.domain.errors import RateLimited, WorkerCallError
 from conductor.domain.prompts import build_plan_messages, build_replan_messages, build_step_messages
 from conductor.domain.states import RoundKind
 from conductor.domain.usage import Usage
@@ -26,13 +26,9 @@ class Orchestrator:
 
     def plan_round(self, round_id: int, host: str = "") -> Effects:
         engine = self.rt.engine
-        task = engine.claim_round(round_id, host)
+        task, ended = engine.lease_round(round_id, host)  # the lease and the call's budget: one transaction
         if task is None:
-            return Effects()
-        try:
-            engine.reserve_call(task.job_id)
-        except BudgetExceeded as exc:
-            return engine.fail_round(round_id, str(exc))
+            return ended
         messages = self._plan_messages(task)
         try:
             c = self.rt.gateway.call_conductor(messages)
@@ -56,16 +52,12 @@ class Orchestrator:
 
     def run_step(self, step_id: int, host: str = "") -> Effects:
         engine, pool = self.rt.engine, self.rt.pool
-        task = engine.claim_step(step_id, host)
+        task, ended = engine.lease_step(step_id, host)  # the lease and the call's budget: one transaction
         if task is None:
-            return Effects()
-        as_conductor = pool.is_conductor_index(task.worker_index)
-        if as_conductor and task.depth < self.rt.settings.max_depth:
+            return ended
+        if engine.runs_nested(task):
             return engine.start_nested(task)
-        try:
-            engine.reserve_call(task.job_id)
-        except BudgetExceeded as exc:
-            return engine.fail_step(step_id, str(exc))
+        as_conductor = pool.is_conductor_index(task.worker_index)
         messages = build_step_messages(task.subtask, task.context)
         try:
             if as_conductor:

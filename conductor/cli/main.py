@@ -243,15 +243,25 @@ def worker(
 
 def _log_litellm_once() -> None:
     """litellm's loggers carry their own stream handler and also propagate to the root logger
-    Celery configures, so every model call was printed twice: keep only Celery's handler."""
+    Celery configures, so every model call was printed twice: keep only Celery's handler.
+
+    Below DEBUG, litellm's two INFO lines per model call ("LiteLLM completion() ...", "Wrapper:
+    Completed Call ...") are dropped too: they said nothing the task's own lines do not, and
+    formatting them was a few percent of a worker's time. Its warnings and errors still show.
+    """
     from celery.signals import after_setup_logger
 
-    def drop_litellm_handler(**_: object) -> None:
+    def drop_litellm_handler(loglevel: int | str | None = None, **_: object) -> None:
+        import logging
+
         from litellm import _logging as litellm_logging
 
+        quiet = logging.getLevelName(loglevel) if isinstance(loglevel, str) else (loglevel or logging.INFO)
         for logger in (litellm_logging.verbose_logger, litellm_logging.verbose_router_logger,
                        litellm_logging.verbose_proxy_logger):  # fmt: skip
             logger.removeHandler(litellm_logging.handler)
+            if isinstance(quiet, int) and quiet > logging.DEBUG:
+                logger.setLevel(logging.WARNING)
 
     after_setup_logger.connect(drop_litellm_handler, weak=False)
 

@@ -5,52 +5,50 @@ from __future__ import annotations
 from sqlalchemy import update
 
 from conductor.domain.effects import Effects
-from conductor.domain.errors import BudgetExceeded
 from conductor.domain.problem import Problem
-from conductor.domain.states import ChainStatus, JobStatus, RoundKind
+from conductor.domain.states import ChainStatus, JobStatus, RoundKind, RoundStatus
 from conductor.domain.workflow import Workflow
-from conductor.engine.transitions import Transitions, now, updated
+from conductor.engine.transitions import Transitions, budget_spent, now, updated
 from conductor.store import queries
-from conductor.store.models import Chain, Job
-
-
-def budget_spent(job: Job, max_model_calls: int) -> BudgetExceeded | None:
-    """Which of the job's budgets is spent, as the error that stops it; None while all have room."""
-    if job.model_calls >= max_model_calls:
-        return BudgetExceeded(f"{job.model_calls} model calls (cap {max_model_calls})")
-    tokens = job.prompt_tokens + job.completion_tokens
-    if job.budget_tokens is not None and tokens >= job.budget_tokens:
-        return BudgetExceeded(f"{tokens} tokens (budget {job.budget_tokens})")
-    if job.budget_usd is not None and job.cost_usd >= job.budget_usd:
-        return BudgetExceeded(f"${job.cost_usd:.6f} (budget ${job.budget_usd})")
-    return None
+from conductor.store.models import Chain, Job, Round
 
 
 class JobRules(Transitions):
     def start_job(self, job_id: str) -> Effects:
         eff = Effects()
         with self.sessions.begin() as s:
-            started = updated(
-                s,
+            started = s.execute(
                 update(Job)
-                .where(Job.id == job_id, Job.status == JobStatus.QUEUED.value)
-                .values(status=JobStatus.RUNNING.value, started_at=now()),
-            )
-            if not started:
+                .where(Job.id == job_id, Job.status == JobStatus.QUEUED)
+                .values(status=JobStatus.RUNNING, started_at=now(), open_chains=Job.samples)
+                .returning(Job.problem, Job.samples, Job.options)
+            ).first()
+            if started is None:
                 return eff
-            job = s.get_one(Job, job_id)
-            question = Problem.model_validate(job.problem).question
-            job.open_chains = job.samples
-            fixed = job.options.get("workflow")
-            for sample in range(job.samples):
-                chain = Chain(job_id=job_id, sample_index=sample, depth=0, question=question)
-                s.add(chain)
-                s.flush()
+            problem, samples, options = started
+            question = Problem.model_validate(problem).question
+            fixed = Workflow.from_lists(**options["workflow"]) if (options or {}).get("workflow") else None
+            # Each sample's chain and first round in one flush (a fixed workflow's round already
+            # running), then the fixed workflow's steps in one batched INSERT.
+            rounds = [
+                Round(
+                    chain=Chain(job_id=job_id, sample_index=sample, depth=0, question=question, rounds_used=1),
+                    job_id=job_id,
+                    round_index=0,
+                    kind=RoundKind.FIXED if fixed else RoundKind.PLAN,
+                    status=RoundStatus.RUNNING if fixed else RoundStatus.PLANNING,
+                    workflow=fixed.to_lists() if fixed else None,
+                    n_steps=len(fixed.steps) if fixed else 0,
+                )
+                for sample in range(samples)
+            ]
+            s.add_all(rounds)
+            s.flush()
+            for rnd in rounds:
                 if fixed:
-                    rnd = self._new_round(s, chain, RoundKind.FIXED)
-                    eff.steps += self._start_workflow(s, rnd, Workflow.from_lists(**fixed))
+                    eff.steps += self._insert_steps(s, rnd, fixed)
                 else:
-                    eff.plans.append(self._new_round(s, chain, RoundKind.PLAN).id)
+                    eff.plans.append(rnd.id)
         return eff
 
     def reserve_call(self, job_id: str) -> None:
@@ -60,21 +58,9 @@ class JobRules(Transitions):
         so the last admitted call can overshoot a token or USD budget by at most its own cost.
         """
         with self.sessions.begin() as s:
-            admitted = updated(
-                s,
-                update(Job)
-                .where(
-                    Job.id == job_id,
-                    Job.model_calls < self.settings.max_model_calls,
-                    Job.budget_tokens.is_(None) | ((Job.prompt_tokens + Job.completion_tokens) < Job.budget_tokens),
-                    Job.budget_usd.is_(None) | (Job.cost_usd < Job.budget_usd),
-                )
-                .values(model_calls=Job.model_calls + 1),
-            )
-            if admitted:
-                return
-            spent = budget_spent(s.get_one(Job, job_id), self.settings.max_model_calls)
-        raise spent or BudgetExceeded("a budget ran out while this call was admitted")
+            spent = self._reserve(s, job_id)
+        if spent is not None:
+            raise spent
 
     def finalize(self, job_id: str) -> bool:
         """Close a job whose chains all ended. Returns True if this call closed it.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from conductor.domain.effects import Effects
@@ -20,9 +20,11 @@ class Recovery(Transitions):
         t = now()
         grace = t - timedelta(seconds=self.settings.ready_grace_s)
         with self.sessions.begin() as s:
-            eff.solve += list(
-                s.scalars(select(Job.id).where(Job.status == JobStatus.QUEUED.value, Job.created_at < grace))
-            )
+            # A queued job's solve is lost once it has waited past the grace period since its
+            # admission (the feeder stamps started_at when it sends solve), not since its row was
+            # written: a batch job written long ago and admitted just now has its message in flight.
+            queued_since = func.coalesce(Job.started_at, Job.created_at)
+            eff.solve += list(s.scalars(select(Job.id).where(Job.status == JobStatus.QUEUED, queued_since < grace)))
             eff.merge(self._recover_rounds(s, max_attempts, grace))
             for step in s.scalars(
                 select(Step).where(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from conductor.domain.effects import Effects, RoundTask
@@ -16,9 +16,9 @@ from conductor.domain.parser import parse_workflow
 from conductor.domain.states import ChainStatus, ParseStatus, RoundKind, RoundStatus
 from conductor.domain.usage import Usage
 from conductor.domain.workflow import Workflow
-from conductor.engine.transitions import Transitions, now, updated
+from conductor.engine.transitions import Transitions, now
 from conductor.store import queries
-from conductor.store.models import Job, Round
+from conductor.store.models import Chain, Job, Round
 
 if TYPE_CHECKING:
     from conductor.inference.gateway import Completion
@@ -45,31 +45,49 @@ class RoundRules(Transitions):
     def claim_round(self, round_id: int, host: str = "") -> RoundTask | None:
         """Lease a planning round; None if another Celery host holds it or it already ended."""
         with self.sessions.begin() as s:
-            t = now()
-            claimed = updated(
-                s,
-                update(Round)
-                .where(
-                    Round.id == round_id,
-                    Round.status == RoundStatus.PLANNING.value,
-                    (Round.lease_until.is_(None)) | (Round.lease_until < t),
-                )
-                .values(attempts=Round.attempts + 1, lease_until=t + timedelta(seconds=self.settings.step_lease_s)),
+            return self._claim_round(s, round_id)
+
+    def lease_round(self, round_id: int, host: str = "") -> tuple[RoundTask | None, Effects]:
+        """`claim_round` and `reserve_call` in one transaction: the task to run, or None and what
+        followed (another host holds the round, or the job's budget is spent and the round failed)."""
+        with self.sessions.begin() as s:
+            task = self._claim_round(s, round_id)
+            if task is None:
+                return None, Effects()
+            spent = self._reserve(s, task.job_id)
+            if spent is None:
+                return task, Effects()
+            return None, self._fail_round(s, round_id, str(spent))
+
+    def _claim_round(self, s: Session, round_id: int) -> RoundTask | None:
+        t = now()
+        claimed = s.execute(
+            update(Round)
+            .where(
+                Round.id == round_id,
+                Round.status == RoundStatus.PLANNING,
+                (Round.lease_until.is_(None)) | (Round.lease_until < t),
             )
-            if not claimed:
-                return None
-            rnd = s.get_one(Round, round_id)
-            is_replan = rnd.kind == RoundKind.REPLAN.value
-            previous = queries.latest_answer_round(s, rnd.chain_id, before=rnd.round_index) if is_replan else None
-            return RoundTask(
-                round_id=rnd.id,
-                job_id=rnd.job_id,
-                kind=RoundKind(rnd.kind),
-                max_steps=self._max_steps(rnd.chain.job),
-                question=rnd.chain.question,
-                previous=Workflow.from_lists(**(previous.workflow or {})) if previous else None,
-                previous_answer=previous.answer if previous else None,
-            )
+            .values(attempts=Round.attempts + 1, lease_until=t + timedelta(seconds=self.settings.step_lease_s))
+            .returning(Round.job_id, Round.kind, Round.chain_id, Round.round_index)
+            .execution_options(synchronize_session=False)
+        ).first()
+        if claimed is None:
+            return None
+        job_id, kind, chain_id, round_index = claimed
+        question, options = s.execute(
+            select(Chain.question, Job.options).join(Job, Job.id == Chain.job_id).where(Chain.id == chain_id)
+        ).one()
+        previous = queries.latest_answer_round(s, chain_id, before=round_index) if kind == RoundKind.REPLAN else None
+        return RoundTask(
+            round_id=round_id,
+            job_id=job_id,
+            kind=RoundKind(kind),
+            max_steps=self._max_steps_of(options),
+            question=question,
+            previous=Workflow.from_lists(**(previous.workflow or {})) if previous else None,
+            previous_answer=previous.answer if previous else None,
+        )
 
     def record_plan(self, round_id: int, plan: PlanRecord) -> Effects:
         """Store the Conductor's completion on its round and act on what it parsed to."""
@@ -102,15 +120,18 @@ class RoundRules(Transitions):
     def fail_round(self, round_id: int, error: str) -> Effects:
         """The Conductor call itself failed (after retries) or the budget ran out."""
         with self.sessions.begin() as s:
-            ended = updated(
-                s,
-                update(Round)
-                .where(Round.id == round_id, Round.status == RoundStatus.PLANNING.value)
-                .values(status=RoundStatus.FAILED.value, error=error, finished_at=now(), lease_until=None),
-            )
-            if not ended:
-                return Effects()
-            return self._end_chain_after_failure(s, s.get_one(Round, round_id).chain_id, error)
+            return self._fail_round(s, round_id, error)
+
+    def _fail_round(self, s: Session, round_id: int, error: str) -> Effects:
+        ended = s.execute(
+            update(Round)
+            .where(Round.id == round_id, Round.status == RoundStatus.PLANNING)
+            .values(status=RoundStatus.FAILED, error=error, finished_at=now(), lease_until=None)
+            .returning(Round.chain_id)
+        ).first()
+        if ended is None:
+            return Effects()
+        return self._end_chain_after_failure(s, ended[0], error)
 
     def release_round(self, round_id: int) -> None:
         """Hand a leased planning round back (its Conductor call hit a limit); refund the call."""

@@ -6,13 +6,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from conductor.domain.effects import Effects, StepTask
 from conductor.domain.states import RoundKind, RoundStatus, StepStatus
 from conductor.domain.usage import Usage
-from conductor.engine.transitions import NESTED, Transitions, now, updated
+from conductor.engine.transitions import NESTED, Transitions, now
 from conductor.store import queries
-from conductor.store.models import Chain, Job, Step
+from conductor.store.models import Chain, Job, Round, Step
 
 PREVIOUS_ANSWER = "Previous round's final answer (to check or improve)"
 
@@ -21,45 +22,94 @@ class StepRules(Transitions):
     def claim_step(self, step_id: int, host: str = "") -> StepTask | None:
         """Lease a ready step (or one whose lease ran out) for the Celery host `host`."""
         with self.sessions.begin() as s:
-            t = now()
-            claimed = updated(
-                s,
+            return self._claim_step(s, step_id, host)
+
+    def lease_step(self, step_id: int, host: str = "") -> tuple[StepTask | None, Effects]:
+        """`claim_step` and, unless the step runs as a nested chain, `reserve_call`, in one transaction.
+
+        Returns the task to run, or None and what followed: another host holds the step, its
+        round ended, or the job's budget is spent (the step then fails in this transaction).
+        """
+        with self.sessions.begin() as s:
+            task = self._claim_step(s, step_id, host)
+            if task is None or self.runs_nested(task):
+                return task, Effects()
+            spent = self._reserve(s, task.job_id)
+            if spent is None:
+                return task, Effects()
+            return None, self._fail_step(s, step_id, str(spent))
+
+    def runs_nested(self, task: StepTask) -> bool:
+        """A Conductor-as-worker step below the depth cap runs as a nested chain (no model call here)."""
+        return self.pool.is_conductor_index(task.worker_index) and task.depth < self.settings.max_depth
+
+    def _claim_step(self, s: Session, step_id: int, host: str) -> StepTask | None:
+        t = now()
+        # The lease and everything the task needs from the step in one statement, its round's
+        # state and the chain's depth in a second, its dependencies' outputs (if any) in a third.
+        step = s.execute(
+            update(Step)
+            .where(
+                Step.id == step_id,
+                (Step.status == StepStatus.READY) | ((Step.status == StepStatus.RUNNING) & (Step.lease_until < t)),
+            )
+            .values(
+                status=StepStatus.RUNNING,
+                attempts=Step.attempts + 1,
+                claimed_by=host,
+                started_at=t,
+                lease_until=t + timedelta(seconds=self.settings.step_lease_s),
+            )
+            .returning(
+                Step.round_id,
+                Step.job_id,
+                Step.worker_index,
+                Step.worker_name,
+                Step.subtask,
+                Step.access,
+                Step.dependencies,
+            )
+            .execution_options(synchronize_session=False)
+        ).first()
+        if step is None:
+            return None
+        rnd = s.execute(
+            select(Round.status, Round.kind, Round.chain_id, Round.round_index, Chain.depth)
+            .join(Chain, Chain.id == Round.chain_id)
+            .where(Round.id == step.round_id)
+        ).one()
+        if rnd.status != RoundStatus.RUNNING:
+            s.execute(
                 update(Step)
-                .where(
-                    Step.id == step_id,
-                    (Step.status == StepStatus.READY.value)
-                    | ((Step.status == StepStatus.RUNNING.value) & (Step.lease_until < t)),
+                .where(Step.id == step_id)
+                .values(status=StepStatus.SKIPPED)
+                .execution_options(synchronize_session=False)
+            )
+            return None
+        context: list[tuple[str, str]] = []
+        if step.dependencies:
+            outputs = {
+                i: (subtask, output or "")
+                for i, subtask, output in s.execute(
+                    select(Step.step_index, Step.subtask, Step.output).where(
+                        Step.round_id == step.round_id, Step.step_index.in_(step.dependencies)
+                    )
                 )
-                .values(
-                    status=StepStatus.RUNNING.value,
-                    attempts=Step.attempts + 1,
-                    claimed_by=host,
-                    started_at=t,
-                    lease_until=t + timedelta(seconds=self.settings.step_lease_s),
-                ),
-            )
-            if not claimed:
-                return None
-            step = s.get_one(Step, step_id)
-            rnd = step.round
-            if rnd.status != RoundStatus.RUNNING.value:
-                step.status = StepStatus.SKIPPED.value
-                return None
-            outputs = {d.step_index: d for d in rnd.steps}
-            context = [(outputs[i].subtask, outputs[i].output or "") for i in step.dependencies]
-            if step.access == "all" and rnd.kind == RoundKind.REPLAN.value:
-                previous = queries.latest_answer_round(s, rnd.chain_id, before=rnd.round_index)
-                if previous is not None:
-                    context.insert(0, (PREVIOUS_ANSWER, previous.answer or ""))
-            return StepTask(
-                step_id=step.id,
-                job_id=step.job_id,
-                worker_index=step.worker_index,
-                worker_name=step.worker_name,
-                subtask=step.subtask,
-                context=context,
-                depth=rnd.chain.depth,
-            )
+            }
+            context = [outputs[i] for i in step.dependencies]
+        if step.access == "all" and rnd.kind == RoundKind.REPLAN:
+            previous = queries.latest_answer_round(s, rnd.chain_id, before=rnd.round_index)
+            if previous is not None:
+                context.insert(0, (PREVIOUS_ANSWER, previous.answer or ""))
+        return StepTask(
+            step_id=step_id,
+            job_id=step.job_id,
+            worker_index=step.worker_index,
+            worker_name=step.worker_name,
+            subtask=step.subtask,
+            context=context,
+            depth=rnd.depth,
+        )
 
     def start_nested(self, task: StepTask) -> Effects:
         """Run a Conductor-as-worker step as a nested chain; its answer completes the step."""
@@ -97,8 +147,8 @@ class StepRules(Transitions):
         with self.sessions.begin() as s:
             row = s.execute(
                 update(Step)
-                .where(Step.id == step_id, Step.status == StepStatus.RUNNING.value)
-                .values(status=StepStatus.READY.value, lease_until=None, ready_at=now(), attempts=Step.attempts - 1)
+                .where(Step.id == step_id, Step.status == StepStatus.RUNNING)
+                .values(status=StepStatus.READY, lease_until=None, ready_at=now(), attempts=Step.attempts - 1)
                 .returning(Step.job_id)
             ).first()
             if row is not None:

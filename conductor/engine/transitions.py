@@ -8,12 +8,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, select, update
+from sqlalchemy import CursorResult, case, literal, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.config.pool import Pool
 from conductor.config.settings import Settings
 from conductor.domain.effects import Effects
+from conductor.domain.errors import BudgetExceeded
 from conductor.domain.states import ChainStatus, RoundKind, RoundStatus, StepStatus
 from conductor.domain.usage import Usage
 from conductor.domain.workflow import Workflow
@@ -33,6 +34,18 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def budget_spent(job: Job, max_model_calls: int) -> BudgetExceeded | None:
+    """Which of the job's budgets is spent, as the error that stops it; None while all have room."""
+    if job.model_calls >= max_model_calls:
+        return BudgetExceeded(f"{job.model_calls} model calls (cap {max_model_calls})")
+    tokens = job.prompt_tokens + job.completion_tokens
+    if job.budget_tokens is not None and tokens >= job.budget_tokens:
+        return BudgetExceeded(f"{tokens} tokens (budget {job.budget_tokens})")
+    if job.budget_usd is not None and job.cost_usd >= job.budget_usd:
+        return BudgetExceeded(f"${job.cost_usd:.6f} (budget ${job.budget_usd})")
+    return None
+
+
 class Transitions:
     """The store, settings and pool, and the transitions jobs, rounds and steps have in common."""
 
@@ -49,7 +62,7 @@ class Transitions:
             job_id=chain.job_id,
             round_index=chain.rounds_used - 1,
             kind=kind.value,
-            status=RoundStatus.PLANNING.value,
+            status=RoundStatus.PLANNING,
         )
         s.add(rnd)
         s.flush()
@@ -59,37 +72,40 @@ class Transitions:
         """Write the round's steps; returns the ids of those with no dependencies (ready now)."""
         rnd.workflow = workflow.to_lists()
         rnd.n_steps = len(workflow.steps)
-        rnd.status = RoundStatus.RUNNING.value
-        ready: list[int] = []
+        rnd.status = RoundStatus.RUNNING
+        return self._insert_steps(s, rnd, workflow)
+
+    def _insert_steps(self, s: Session, rnd: Round, workflow: Workflow) -> list[int]:
         t = now()
+        rows = []
         for st in workflow.steps:
             deps = list(st.dependencies())
-            row = Step(
-                round_id=rnd.id,
-                job_id=rnd.job_id,
-                step_index=st.index,
-                worker_index=st.worker,
-                worker_name=self.pool.name_of(st.worker),
-                subtask=st.subtask,
-                access=st.access if st.access == "all" else list(st.access),
-                dependencies=deps,
-                pending_deps=len(deps),
-                status=StepStatus.READY.value if not deps else StepStatus.PENDING.value,
-                ready_at=t if not deps else None,
+            rows.append(
+                Step(
+                    round_id=rnd.id,
+                    job_id=rnd.job_id,
+                    step_index=st.index,
+                    worker_index=st.worker,
+                    worker_name=self.pool.name_of(st.worker),
+                    subtask=st.subtask,
+                    access=st.access if st.access == "all" else list(st.access),
+                    dependencies=deps,
+                    pending_deps=len(deps),
+                    status=StepStatus.READY if not deps else StepStatus.PENDING,
+                    ready_at=t if not deps else None,
+                )
             )
-            s.add(row)
-            s.flush()
-            if not deps:
-                ready.append(row.id)
-        return ready
+        s.add_all(rows)
+        s.flush()  # one batched INSERT ... RETURNING for all the steps
+        return [row.id for row in rows if not row.dependencies]
 
     # -- steps -----------------------------------------------------------------------------
     def _complete_step(self, s: Session, step_id: int, output: str, model: str | None, usage: Usage) -> Effects:
         row = s.execute(
             update(Step)
-            .where(Step.id == step_id, Step.status == StepStatus.RUNNING.value)
+            .where(Step.id == step_id, Step.status == StepStatus.RUNNING)
             .values(
-                status=StepStatus.DONE.value,
+                status=StepStatus.DONE,
                 output=output,
                 model=model,
                 prompt_tokens=usage.prompt_tokens,
@@ -104,80 +120,94 @@ class Transitions:
         if row is None:
             return Effects()  # already recorded by an earlier delivery
         round_id, index, job_id = row
+        eff = self._count_on_round(s, round_id, index, output)
+        # The job row last, in the order `_fail_step` locks rows too (the step, its round, the
+        # round's other steps, the chain, the job): a completion and a failure never deadlock.
         self._add_usage(s, job_id, usage)
-        rnd = s.get_one(Round, round_id)
-        if rnd.status != RoundStatus.RUNNING.value:
-            return Effects()
-        eff = Effects(steps=self._release_successors(s, rnd, index))
-        done, total = s.execute(
-            update(Round)
-            .where(Round.id == round_id)
-            .values(steps_done=Round.steps_done + 1)
-            .returning(Round.steps_done, Round.n_steps)
-        ).one()
-        if done == total:
-            last = s.scalar(select(Step.output).where(Step.round_id == round_id, Step.step_index == total - 1))
-            eff.merge(self._finish_round(s, rnd, last or ""))
         return eff
 
-    def _release_successors(self, s: Session, rnd: Round, index: int) -> list[int]:
-        """Count one finished dependency off each successor; returns those now ready."""
-        successors = Workflow.from_lists(**(rnd.workflow or {})).successors(index)
+    def _count_on_round(self, s: Session, round_id: int, index: int, output: str) -> Effects:
+        """Count a finished step on its round (while the round runs), release its successors and
+        finish the round with its last step's output once every step is done."""
+        counted = s.execute(
+            update(Round)
+            .where(Round.id == round_id, Round.status == RoundStatus.RUNNING)
+            .values(steps_done=Round.steps_done + 1)
+            .returning(Round.steps_done, Round.n_steps, Round.workflow)
+        ).first()
+        if counted is None:
+            return Effects()  # the round already failed: its other steps were skipped
+        done, total, workflow = counted
+        eff = Effects(steps=self._release_successors(s, round_id, workflow, index))
+        if done == total:
+            last = output if index == total - 1 else None
+            if last is None:
+                last = s.scalar(select(Step.output).where(Step.round_id == round_id, Step.step_index == total - 1))
+            eff.merge(self._finish_round(s, round_id, last or ""))
+        return eff
+
+    def _release_successors(self, s: Session, round_id: int, workflow: dict[str, Any] | None, index: int) -> list[int]:
+        """Count one finished dependency off each successor; returns those now ready.
+
+        One guarded UPDATE: the row lock serialises parents finishing at the same moment, and
+        each sees the count the other left, so exactly one of them readies the join.
+        """
+        successors = Workflow.from_lists(**(workflow or {})).successors(index)
         if not successors:
             return []
+        last_dep = (Step.pending_deps == 1) & (Step.status == StepStatus.PENDING)
         released = s.execute(
             update(Step)
-            .where(Step.round_id == rnd.id, Step.step_index.in_(successors))
-            .values(pending_deps=Step.pending_deps - 1)
-            .returning(Step.id, Step.pending_deps)
-        ).all()
-        now_ready = [sid for sid, pending in released if pending == 0]
-        if now_ready:
-            s.execute(
-                update(Step)
-                .where(Step.id.in_(now_ready), Step.status == StepStatus.PENDING.value)
-                .values(status=StepStatus.READY.value, ready_at=now())
+            .where(Step.round_id == round_id, Step.step_index.in_(successors))
+            .values(
+                pending_deps=Step.pending_deps - 1,
+                status=case((last_dep, literal(StepStatus.READY, Step.status.type)), else_=Step.status),
+                ready_at=case((last_dep, literal(now(), Step.ready_at.type)), else_=Step.ready_at),
             )
-        return now_ready
+            .returning(Step.id, Step.pending_deps, Step.status)
+            .execution_options(synchronize_session=False)
+        ).all()
+        return [sid for sid, pending, status in released if pending == 0 and status == StepStatus.READY]
 
     def _fail_step(self, s: Session, step_id: int, error: str) -> Effects:
         row = s.execute(
             update(Step)
-            .where(Step.id == step_id, Step.status.in_([StepStatus.RUNNING.value, StepStatus.READY.value]))
-            .values(status=StepStatus.FAILED.value, error=error, finished_at=now(), lease_until=None)
+            .where(Step.id == step_id, Step.status.in_([StepStatus.RUNNING, StepStatus.READY]))
+            .values(status=StepStatus.FAILED, error=error, finished_at=now(), lease_until=None)
             .returning(Step.round_id)
         ).first()
         if row is None:
             return Effects()
         round_id = row[0]
-        ended = updated(
-            s,
+        ended = s.execute(
             update(Round)
-            .where(Round.id == round_id, Round.status == RoundStatus.RUNNING.value)
-            .values(status=RoundStatus.FAILED.value, error=f"step failed: {error}", finished_at=now()),
-        )
-        if not ended:
+            .where(Round.id == round_id, Round.status == RoundStatus.RUNNING)
+            .values(status=RoundStatus.FAILED, error=f"step failed: {error}", finished_at=now())
+            .returning(Round.chain_id)
+        ).first()
+        if ended is None:
             return Effects()
         s.execute(
             update(Step)
-            .where(Step.round_id == round_id, Step.status.in_([StepStatus.PENDING.value, StepStatus.READY.value]))
-            .values(status=StepStatus.SKIPPED.value)
+            .where(Step.round_id == round_id, Step.status.in_([StepStatus.PENDING, StepStatus.READY]))
+            .values(status=StepStatus.SKIPPED)
         )
-        return self._end_chain_after_failure(s, s.get_one(Round, round_id).chain_id, error)
+        return self._end_chain_after_failure(s, ended[0], error)
 
     # -- rounds and chains -----------------------------------------------------------------
-    def _finish_round(self, s: Session, rnd: Round, answer: str) -> Effects:
-        rnd.status, rnd.answer, rnd.finished_at = RoundStatus.DONE.value, answer, now()
-        chain = rnd.chain
-        may_replan = (
-            self.settings.recursion
-            and chain.job.options.get("recursion", True)
-            and rnd.kind in (RoundKind.PLAN.value, RoundKind.REPLAN.value)
-            and chain.rounds_used < self.settings.max_rounds
-        )
-        if may_replan:
-            return Effects(replans=[self._new_round(s, chain, RoundKind.REPLAN).id])
-        return self._finish_chain(s, chain.id, ChainStatus.DONE, answer=answer)
+    def _finish_round(self, s: Session, round_id: int, answer: str) -> Effects:
+        kind, chain_id = s.execute(
+            update(Round)
+            .where(Round.id == round_id)
+            .values(status=RoundStatus.DONE, answer=answer, finished_at=now())
+            .returning(Round.kind, Round.chain_id)
+        ).one()
+        # A fixed or fallback round never replans: decided without loading the chain or the job.
+        if self.settings.recursion and kind in (RoundKind.PLAN, RoundKind.REPLAN):
+            chain = s.get_one(Chain, chain_id)
+            if chain.rounds_used < self.settings.max_rounds and chain.job.options.get("recursion", True):
+                return Effects(replans=[self._new_round(s, chain, RoundKind.REPLAN).id])
+        return self._finish_chain(s, chain_id, ChainStatus.DONE, answer=answer)
 
     def _keep_previous_answer(self, s: Session, rnd: Round) -> Effects:
         """End the chain with the answer an earlier round already gave (a replan accepted or garbled)."""
@@ -196,27 +226,48 @@ class Transitions:
     ) -> Effects:
         if status == ChainStatus.DONE and answer is None:
             status, error = ChainStatus.FAILED, error or "chain ended without an answer"
-        ended = updated(
-            s,
+        ended = s.execute(
             update(Chain)
-            .where(Chain.id == chain_id, Chain.status == ChainStatus.RUNNING.value)
-            .values(status=status.value, answer=answer, error=error, finished_at=now()),
-        )
-        if not ended:
+            .where(Chain.id == chain_id, Chain.status == ChainStatus.RUNNING)
+            .values(status=status, answer=answer, error=error, finished_at=now())
+            .returning(Chain.parent_step_id, Chain.job_id)
+        ).first()
+        if ended is None:
             return Effects()
-        chain = s.get_one(Chain, chain_id)
-        if chain.parent_step_id is not None:
+        parent_step_id, job_id = ended
+        if parent_step_id is not None:
             if status == ChainStatus.DONE:
-                return self._complete_step(s, chain.parent_step_id, answer or "", "conductor", Usage())
-            return self._fail_step(s, chain.parent_step_id, f"nested workflow failed: {error}")
+                return self._complete_step(s, parent_step_id, answer or "", "conductor", Usage())
+            return self._fail_step(s, parent_step_id, f"nested workflow failed: {error}")
         left = s.execute(
-            update(Job).where(Job.id == chain.job_id).values(open_chains=Job.open_chains - 1).returning(Job.open_chains)
+            update(Job).where(Job.id == job_id).values(open_chains=Job.open_chains - 1).returning(Job.open_chains)
         ).scalar_one()
-        return Effects(finalize=[chain.job_id]) if left == 0 else Effects()
+        return Effects(finalize=[job_id]) if left == 0 else Effects()
 
     # -- jobs ------------------------------------------------------------------------------
+    def _reserve(self, s: Session, job_id: str) -> BudgetExceeded | None:
+        """`reserve_call` inside the caller's transaction: None if admitted, else why not."""
+        admitted = updated(
+            s,
+            update(Job)
+            .where(
+                Job.id == job_id,
+                Job.model_calls < self.settings.max_model_calls,
+                Job.budget_tokens.is_(None) | ((Job.prompt_tokens + Job.completion_tokens) < Job.budget_tokens),
+                Job.budget_usd.is_(None) | (Job.cost_usd < Job.budget_usd),
+            )
+            .values(model_calls=Job.model_calls + 1),
+        )
+        if admitted:
+            return None
+        spent = budget_spent(s.get_one(Job, job_id), self.settings.max_model_calls)
+        return spent or BudgetExceeded("a budget ran out while this call was admitted")
+
     def _max_steps(self, job: Job) -> int:
-        return min(int(job.options.get("max_steps", self.settings.max_steps)), self.settings.max_steps)
+        return self._max_steps_of(job.options)
+
+    def _max_steps_of(self, options: dict[str, Any] | None) -> int:
+        return min(int((options or {}).get("max_steps", self.settings.max_steps)), self.settings.max_steps)
 
     def _add_usage(self, s: Session, job_id: str, usage: Usage) -> None:
         if usage:
