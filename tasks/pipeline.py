@@ -32,19 +32,35 @@ def register(app: Celery, runtime: Runtime) -> None:
             _feeder.append(feeder_for(runtime, dispatch.submit))
         return _feeder[0]
 
+    def _finish(job_ids: list[str]) -> None:
+        for job_id in job_ids:
+            dispatch(orchestrator.finalize(job_id))
+            notify_job(app, runtime, job_id)  # after finalize's commit; once per job, if it has an endpoint
+        if job_ids:
+            feeder().maybe_admit()  # a slot freed: let a waiting job in (throttled per process)
+
+    def _send(eff: Effects) -> None:
+        # A job whose last chain just ended is closed here, by the task that ended it: no
+        # finalize message and no hop to another host. If this host dies first, the job stays
+        # running with no open chain and the reaper sends finalize (Recovery.recover).
+        ended, eff.finalize = eff.finalize, []
+        dispatch(eff)
+        _finish(ended)
+
     @app.task(name=TaskName.SOLVE.value, bind=True, shared=False)
     def solve(self: Task, job_id: str) -> None:
-        dispatch(orchestrator.start(job_id))
+        _send(orchestrator.start(job_id))
 
     def _until_admitted(task: Task, work: Callable[[], Effects], hand_back: Callable[[], None]) -> None:
         # Retries only ever come from cluster rate limits (max_retries=None on these tasks): the
         # work goes back to the queue, freeing this worker slot, for as long as the limit asks;
         # it is never dropped, and real failures are recorded by the orchestrator instead.
         try:
-            dispatch(work())
+            eff = work()
         except RateLimited as exc:
             hand_back()
             raise task.retry(countdown=exc.retry_after) from exc
+        _send(eff)
 
     def _plan(task: Task, round_id: int) -> None:
         _until_admitted(
@@ -72,9 +88,7 @@ def register(app: Celery, runtime: Runtime) -> None:
 
     @app.task(name=TaskName.FINALIZE.value, bind=True, shared=False)
     def finalize(self: Task, job_id: str) -> None:
-        dispatch(orchestrator.finalize(job_id))
-        notify_job(app, runtime, job_id)  # after finalize's commit; once per job, if it has an endpoint
-        feeder().maybe_admit()  # a slot freed: let a waiting job in (throttled per process)
+        _finish([job_id])  # sent by the reaper (a host lost before closing the job)
 
     @app.task(name=TaskName.REAP.value, bind=True, shared=False)
     def reap(self: Task) -> None:

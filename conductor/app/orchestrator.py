@@ -78,11 +78,7 @@ class Orchestrator:
 
     def finalize(self, job_id: str) -> Effects:
         """Close the job; a job whose problem has a reference is then scored."""
-        if not self.rt.engine.finalize(job_id):
-            return Effects()
-        with self.rt.sessions() as s:
-            verifiable = queries.has_reference(s, job_id)
-        return Effects(score=[job_id] if verifiable else [])
+        return self.rt.engine.close_job(job_id)
 
     def recover(self) -> Effects:
         """Lost pipeline work, and score tasks lost between finalize's commit and their sending."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import update
+from sqlalchemy.orm import Session
 
 from conductor.domain.effects import Effects
 from conductor.domain.problem import Problem
@@ -70,22 +71,34 @@ class JobRules(Transitions):
         with a budget spent ends as budget_exceeded.
         """
         with self.sessions.begin() as s:
-            job = s.get_one(Job, job_id)
-            if job.status != JobStatus.RUNNING.value or job.open_chains > 0:
-                return False
-            chains = queries.top_chains(job)
-            done = [c for c in chains if c.status == ChainStatus.DONE.value]
-            status, answer, error, chain_id = JobStatus.DONE, None, None, None
-            if done:
-                answer, chain_id = done[0].answer, done[0].id
-            else:
-                spent = budget_spent(job, self.settings.max_model_calls) is not None
-                status = JobStatus.BUDGET_EXCEEDED if spent else JobStatus.FAILED
-                error = "; ".join(f"sample {c.sample_index}: {c.error or 'unknown error'}" for c in chains)
-            closed = updated(
-                s,
-                update(Job)
-                .where(Job.id == job_id, Job.status == JobStatus.RUNNING.value)
-                .values(status=status.value, answer=answer, error=error, answer_chain_id=chain_id, finished_at=now()),
-            )
-            return bool(closed)
+            return self._finalize(s, job_id) is not None
+
+    def close_job(self, job_id: str) -> Effects:
+        """`finalize`, and the job's scoring if this call closed it and its problem has a reference
+        (something to check answers against), in one transaction."""
+        with self.sessions.begin() as s:
+            job = self._finalize(s, job_id)
+            if job is None or not Problem.model_validate(job.problem).has_reference:
+                return Effects()
+            return Effects(score=[job_id])
+
+    def _finalize(self, s: Session, job_id: str) -> Job | None:
+        job = s.get_one(Job, job_id)
+        if job.status != JobStatus.RUNNING or job.open_chains > 0:
+            return None
+        chains = queries.top_chains(job)
+        done = [c for c in chains if c.status == ChainStatus.DONE]
+        status, answer, error, chain_id = JobStatus.DONE, None, None, None
+        if done:
+            answer, chain_id = done[0].answer, done[0].id
+        else:
+            spent = budget_spent(job, self.settings.max_model_calls) is not None
+            status = JobStatus.BUDGET_EXCEEDED if spent else JobStatus.FAILED
+            error = "; ".join(f"sample {c.sample_index}: {c.error or 'unknown error'}" for c in chains)
+        closed = updated(
+            s,
+            update(Job)
+            .where(Job.id == job_id, Job.status == JobStatus.RUNNING)
+            .values(status=status, answer=answer, error=error, answer_chain_id=chain_id, finished_at=now()),
+        )
+        return job if closed else None
