@@ -30,9 +30,12 @@ log = logging.getLogger(__name__)
 
 
 def beat_schedule(settings: Settings) -> dict:
-    return {
+    schedule: dict = {
         "reap-lost-work": {"task": TaskName.REAP.value, "schedule": settings.reaper_interval_s},
     }
+    if settings.retrain_enabled:
+        schedule["retrain-check"] = {"task": TaskName.RETRAIN_CHECK.value, "schedule": settings.retrain_check_s}
+    return schedule
 
 
 def _stop_this_process() -> None:

@@ -21,6 +21,8 @@ class TaskName(StrEnum):
     FINALIZE = "conductor.finalize"
     REAP = "conductor.reap"
     SCORE = "conductor.score"
+    RETRAIN_CHECK = "conductor.retrain_check"
+    RETRAIN = "conductor.retrain"
 
 
 QUEUES = tuple(q.value for q in Queue)
@@ -35,4 +37,6 @@ ROUTES: dict[str, dict[str, str]] = {
     TaskName.FINALIZE: {"queue": Queue.DEFAULT},
     TaskName.REAP: {"queue": Queue.DEFAULT},
     TaskName.SCORE: {"queue": Queue.REWARD},
+    TaskName.RETRAIN_CHECK: {"queue": Queue.DEFAULT},
+    TaskName.RETRAIN: {"queue": Queue.TRAIN},
 }

@@ -17,6 +17,7 @@ from schedulers.health import record_reaper_run
 from tasks.dispatch import Dispatcher
 from tasks.names import TaskName
 from tasks.scoring import register_scoring
+from tasks.training import register_training
 from tasks.webhooks import notify_job, register_webhooks
 
 
@@ -24,6 +25,7 @@ def register(app: Celery, runtime: Runtime) -> None:
     dispatch = Dispatcher(app)
     register_scoring(app, runtime)
     register_webhooks(app, runtime)
+    register_training(app, runtime)
     orchestrator = Orchestrator(runtime)
     _feeder: list[Feeder] = []
 

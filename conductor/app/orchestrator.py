@@ -31,7 +31,7 @@ class Orchestrator:
             return ended
         messages = self._plan_messages(task)
         try:
-            c = self.rt.gateway.call_conductor(messages)
+            c = self.rt.gateway.call_conductor(messages, pin=task.policy)
         except RateLimited:
             raise  # the task hands the round back and re-queues it
         except WorkerCallError as exc:

@@ -47,6 +47,9 @@ class RoundTask:
     question: str
     previous: Workflow | None
     previous_answer: str | None
+    #: A job may pin the Conductor policy (version, adapter path): the evaluation gate runs a
+    #: candidate beside the active policy through the same queue this way.
+    policy: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -87,13 +87,14 @@ class RoundRules(Transitions):
             question=question,
             previous=Workflow.from_lists(**(previous.workflow or {})) if previous else None,
             previous_answer=previous.answer if previous else None,
+            policy=_pinned_policy(options),
         )
 
     def record_plan(self, round_id: int, plan: PlanRecord) -> Effects:
         """Store the Conductor's completion on its round and act on what it parsed to."""
         with self.sessions.begin() as s:
             rnd = s.get_one(Round, round_id)
-            if rnd.status != RoundStatus.PLANNING.value:
+            if rnd.status != RoundStatus.PLANNING:
                 return Effects()  # a duplicate delivery: the first one recorded this round
             self._store_completion(s, rnd, plan)
             try:
@@ -101,20 +102,20 @@ class RoundRules(Transitions):
                     plan.completion.text,
                     pool_size=len(self.pool.cards()),
                     max_steps=self._max_steps(rnd.chain.job),
-                    allow_empty=rnd.kind == RoundKind.REPLAN.value,
+                    allow_empty=rnd.kind == RoundKind.REPLAN,
                 )
             except PlanParseError as exc:
-                rnd.parse_status, rnd.parse_error = ParseStatus.FAILED.value, str(exc)
-                rnd.status, rnd.finished_at = RoundStatus.UNPARSEABLE.value, now()
+                rnd.parse_status, rnd.parse_error = ParseStatus.FAILED, str(exc)
+                rnd.status, rnd.finished_at = RoundStatus.UNPARSEABLE, now()
                 return self._after_unparseable(s, rnd)
             if workflow.is_empty:
                 rnd.parse_status, rnd.status, rnd.finished_at = (
-                    ParseStatus.ACCEPT.value,
-                    RoundStatus.ACCEPTED.value,
+                    ParseStatus.ACCEPT,
+                    RoundStatus.ACCEPTED,
                     now(),
                 )
                 return self._keep_previous_answer(s, rnd)
-            rnd.parse_status = ParseStatus.OK.value
+            rnd.parse_status = ParseStatus.OK
             return Effects(steps=self._start_workflow(s, rnd, workflow))
 
     def fail_round(self, round_id: int, error: str) -> Effects:
@@ -138,7 +139,7 @@ class RoundRules(Transitions):
         with self.sessions.begin() as s:
             row = s.execute(
                 update(Round)
-                .where(Round.id == round_id, Round.status == RoundStatus.PLANNING.value)
+                .where(Round.id == round_id, Round.status == RoundStatus.PLANNING)
                 .values(lease_until=None, attempts=Round.attempts - 1)
                 .returning(Round.job_id)
             ).first()
@@ -162,10 +163,10 @@ class RoundRules(Transitions):
 
     def _after_unparseable(self, s: Session, rnd: Round) -> Effects:
         """Resample the plan, else run the pool's fallback worker, else fail the chain."""
-        if rnd.kind == RoundKind.REPLAN.value:
+        if rnd.kind == RoundKind.REPLAN:
             return self._keep_previous_answer(s, rnd)  # a garbled replan keeps the chain's answer
         chain = rnd.chain
-        failures = sum(1 for r in chain.rounds if r.status == RoundStatus.UNPARSEABLE.value)
+        failures = sum(1 for r in chain.rounds if r.status == RoundStatus.UNPARSEABLE)
         if failures <= self.settings.plan_retries and chain.rounds_used < self.settings.max_rounds:
             return Effects(plans=[self._new_round(s, chain, RoundKind.PLAN).id])
         fallback_name = self.settings.fallback_worker or self.pool.fallback_worker
@@ -178,3 +179,8 @@ class RoundRules(Transitions):
         return self._finish_chain(
             s, chain.id, ChainStatus.FAILED, error=f"no valid plan after {failures} attempts: {rnd.parse_error}"
         )
+
+
+def _pinned_policy(options: dict[str, Any] | None) -> tuple[str, str] | None:
+    pin = (options or {}).get("policy")
+    return (str(pin["version"]), str(pin["adapter"])) if isinstance(pin, dict) and "version" in pin else None

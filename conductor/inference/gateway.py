@@ -30,7 +30,7 @@ import litellm
 from conductor.config.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
 from conductor.domain.errors import RateLimited, WorkerCallError
 from conductor.inference import local_backend
-from conductor.inference.policy import ActivePolicyCache, lora_name
+from conductor.inference.policy import ActivePolicy, ActivePolicyCache, lora_name
 from conductor.inference.vllm_server import TOKEN_ID_EXTRA_BODY, TOKEN_ID_PREFIX, completion_token_ids_and_logprobs
 
 log = logging.getLogger(__name__)
@@ -147,10 +147,11 @@ class Gateway:
         self._pool_default = pool.conductor
 
     # -- public ------------------------------------------------------------------------
-    def call_conductor(self, messages: list[dict]) -> Completion:
+    def call_conductor(self, messages: list[dict], *, pin: tuple[str, str] | None = None) -> Completion:
+        """Call the Conductor; `pin` = (version, adapter path) serves that policy for this call only."""
         self._follow_active_policy()
         # One attribute read: a call made during a switch uses the old spec or the new one, never a mix.
-        spec = self.pool.conductor
+        spec = self.pool.conductor if pin is None else self._spec_for(ActivePolicy(*pin), self.pool.conductor)
         result = self._call_with_retries(spec, messages, label="conductor", want_logprobs=True)
         result.policy_version = spec.policy_version
         # top_p 1 and no top-k: the behaviour distribution is exactly softmax(logits / temperature),
@@ -213,11 +214,17 @@ class Gateway:
             return
         if policy.version == current.policy_version:
             return
-        base = self._pool_default
+        spec = self._spec_for(policy, self._pool_default)
+        self.switch_conductor(spec.model, policy_version=spec.policy_version, adapter=spec.adapter)
+
+    @staticmethod
+    def _spec_for(policy: ActivePolicy, base: ConductorSpec) -> ConductorSpec:
+        """The Conductor spec that serves `policy` on `base`'s backend."""
         if base.provider == local_backend.PROVIDER:
-            self.switch_conductor(base.model, policy_version=policy.version, adapter=policy.adapter_path)
-        else:  # vLLM: the promoter loaded the adapter under its own name on the pool's server
-            self.switch_conductor(f"{base.provider}/{lora_name(policy.version)}", policy_version=policy.version)
+            update: dict[str, Any] = {"policy_version": policy.version, "adapter": policy.adapter_path}
+        else:  # vLLM: the adapter was loaded under its own name on the pool's server (promotion, gate)
+            update = {"model": f"{base.provider}/{lora_name(policy.version)}", "policy_version": policy.version}
+        return base.model_copy(update=update)
 
     def call_worker(self, name: str, messages: list[dict]) -> Completion:
         """Call a worker; after its retries fail, walk its fallback chain."""

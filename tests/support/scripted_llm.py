@@ -104,7 +104,11 @@ class ScriptedLLMServer:
                         reply.headers,
                     )
                     return
-                self._send(200, _completion(call.model, reply.content, bool(body.get("logprobs"))), reply.headers)
+                self._send(
+                    200,
+                    _completion(call.model, reply.content, bool(body.get("logprobs")), call.last_user),
+                    reply.headers,
+                )
 
             def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(payload).encode()
@@ -145,7 +149,7 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 256
 
 
-def _completion(model: str, content: str, logprobs: bool) -> dict:
+def _completion(model: str, content: str, logprobs: bool, prompt: str = "") -> dict:
     ids = fake_token_ids(content)
     choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
     if logprobs:
@@ -155,7 +159,7 @@ def _completion(model: str, content: str, logprobs: bool) -> dict:
                 for i in ids
             ]
         }
-    return {
+    out = {
         "id": f"chatcmpl-{time.monotonic_ns()}",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -163,3 +167,7 @@ def _completion(model: str, content: str, logprobs: bool) -> dict:
         "choices": [choice],
         "usage": {"prompt_tokens": 10, "completion_tokens": max(1, len(ids)), "total_tokens": 10 + max(1, len(ids))},
     }
+    if logprobs:  # what vLLM adds with return_token_ids: the trace keeps both id lists
+        choice["token_ids"] = ids
+        out["prompt_token_ids"] = fake_token_ids(prompt) or [1]
+    return out

@@ -1,0 +1,128 @@
+"""One continuous-retraining cycle, as the `train` queue runs it: production traces since the last
+cycle -> offline GRPO continuing from the active adapter -> candidate checkpoint -> gate (candidate
+and active policy pinned on dev jobs through the same queue) -> promotion. Recorded in
+`training_cycles` whatever happens."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from conductor.app.service import Service
+from conductor.inference.local_model import model_dir
+from conductor.store.models import TrainingCycle
+from reward_pipeline.training.checkpoints import Registry
+from reward_pipeline.training.dataset import TraceFilter, build_dataset
+from reward_pipeline.training.gate import GateConfig, PolicyEval, decide
+from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
+from reward_pipeline.training.online import Policy, start_policy
+from reward_pipeline.training.policy import LoraSpec, load_trainable, save_adapter
+from reward_pipeline.training.problems import dev_problems
+from reward_pipeline.training.rollouts import Rollouts
+from reward_pipeline.training.stages import checkpoint_dir
+
+
+@dataclass(frozen=True)
+class CycleConfig:
+    max_staleness: int = 2
+    learning_rate: float = 2e-5
+    gate: GateConfig = field(default_factory=GateConfig)
+    dev_limit: int | None = None
+
+
+def pinned_eval(rollouts: Rollouts, policy: Policy, problems: list[Any], tag: str) -> PolicyEval:
+    """Dev jobs whose Conductor calls are pinned to `policy` (the base model when it has no adapter)."""
+    options: dict[str, Any] = {"gate": tag}
+    if policy.adapter is not None:
+        options["policy"] = {"version": policy.version, "adapter": str(policy.adapter)}
+    batch = rollouts.run(problems, samples=1, options=options)
+    return PolicyEval(
+        version=policy.version,
+        n=len(problems),
+        plans=batch.plan_rounds,
+        parsed=batch.parsed_rounds,
+        correct=batch.correct_chains,
+        tokens_per_question=batch.tokens / max(1, len(problems)),
+    )
+
+
+def run_retrain_cycle(
+    service: Service, cycle_id: int, data_dir: Path, config: CycleConfig = CycleConfig(), load_adapter: Any = None
+) -> dict[str, Any]:
+    """`load_adapter(version, path)` makes an adapter servable (vLLM runtime load) before the gate uses it."""
+    rt = service.rt
+    registry = Registry(rt.sessions)
+    with rt.sessions.begin() as s:
+        row = s.get_one(TrainingCycle, cycle_id)
+        row.status = "running"
+        since = s.scalar(
+            select(TrainingCycle.created_at)
+            .where(TrainingCycle.id != cycle_id, TrainingCycle.status == "done")
+            .order_by(TrainingCycle.created_at.desc())
+        )
+    stats: dict[str, Any] = {}
+    try:
+        stats = _cycle(service, registry, since, data_dir, config, load_adapter)
+        status = "done" if stats.get("candidate") else "skipped"
+        error = None
+    except Exception as exc:
+        status, error = "failed", repr(exc)
+    with rt.sessions.begin() as s:
+        row = s.get_one(TrainingCycle, cycle_id)
+        row.status, row.error, row.finished_at = status, error, datetime.now(UTC)
+        row.stats = json.loads(json.dumps(stats, default=str))
+        row.checkpoint_id = stats.get("candidate")
+    return {"status": status, "error": error, **stats}
+
+
+def _cycle(
+    service: Service, registry: Registry, since: datetime | None, data_dir: Path, config: CycleConfig, load_adapter: Any
+) -> dict[str, Any]:
+    rt = service.rt
+    until = datetime.now(UTC)
+    dataset = build_dataset(rt.sessions, TraceFilter(since=since, until=until, max_staleness=config.max_staleness))
+    stats: dict[str, Any] = {"dataset": dataset.stats(), "window": {"since": since, "until": until}}
+    trainable = [g for g in dataset.groups if len({r.reward for r in g}) > 1]
+    if not trainable:
+        stats["skipped"] = "no group with reward variance"
+        return stats
+    from transformers import AutoTokenizer
+
+    start = start_policy(registry.active())
+    base = model_dir(rt.settings.model_cache)
+    trainer = OfflineGRPOTrainer(
+        load_trainable(base, start.adapter, LoraSpec()),
+        AutoTokenizer.from_pretrained(base),
+        make_config(rt.settings.home / "_grpo", learning_rate=config.learning_rate),
+        log=lambda _: None,
+    )
+    summary = trainer.train(dataset.groups)
+    version = registry.new_id("grpo")
+    path = save_adapter(trainer.model, None, checkpoint_dir(rt.settings.home, version))
+    registry.add(
+        id=version,
+        parent_id=start.version if start.adapter else None,
+        stage="grpo",
+        base_model=base.name,
+        path=path,
+        config={"cycle": {"max_staleness": config.max_staleness, "learning_rate": config.learning_rate}},
+        metrics={"train": {k: v for k, v in summary.items() if k != "steps"}, "steps": summary["steps"]},
+        data_window={"since": str(since), "until": str(until), **dataset.stats()},
+    )
+    if load_adapter is not None:
+        load_adapter(version, path)
+    dev = dev_problems(data_dir)[: config.dev_limit]
+    rollouts = Rollouts(service)
+    cand = pinned_eval(rollouts, Policy(version, path), dev, f"gate:{version}")
+    active = pinned_eval(rollouts, start, dev, f"gate:{version}:active")
+    decision = decide(cand, active, config.gate)
+    registry.record_gate(version, decision)
+    if decision["passed"]:
+        registry.promote(version)
+    stats.update(candidate=version, gate=decision, train=summary["rows_trained"])
+    return stats
