@@ -43,6 +43,7 @@ def test_one_worker_service_per_queue_with_the_right_pool():
         "worker-llm": "conductor worker -Q llm -P threads -c 64",
         "worker-default": "conductor worker -Q default",
         "worker-reward": "conductor worker -Q reward -P prefork",
+        "worker-train": "conductor worker -Q train -P solo -c 1",
     }
     assert " ".join(_services()["beat"]["command"]) == "conductor beat"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from pathlib import Path
 
 import typer
@@ -122,6 +123,69 @@ def _print_event(event: dict) -> None:  # type: ignore[type-arg]
         return
     keys = ("event", "name", "version", "parse_rate", "reward_mean", "rows_trained", "step", "loss", "ratio_mean")
     typer.echo("  ".join(f"{k}={event[k]}" for k in keys if k in event), err=True)
+
+
+@train_app.command("dataset")
+def dataset(
+    since: datetime | None = typer.Option(None, help="Rounds created at or after (ISO time)."),
+    until: datetime | None = typer.Option(None, help="Rounds created before (ISO time)."),
+    max_staleness: int | None = typer.Option(None, help="Most promotions between a row's policy and the active one."),
+    tenant: str | None = typer.Option(None, help="Only this tenant's jobs."),
+    out: Path | None = typer.Option(None, help="Write the rows as JSONL (ids, logprobs, sampling, reward)."),
+) -> None:
+    """The GRPO dataset the trainer would use now: rows, groups, zero-variance groups, rewards, staleness."""
+    import dataclasses
+    import json
+
+    from reward_pipeline.training.dataset import TraceFilter, build_dataset
+
+    with errors_to_exit_codes():
+        runtime, _ = _registry()
+        data = build_dataset(
+            runtime.sessions, TraceFilter(since=since, until=until, max_staleness=max_staleness, tenant_id=tenant)
+        )
+        if out is not None:
+            with out.open("w") as f:
+                for row in data.rows:
+                    f.write(json.dumps(dataclasses.asdict(row)) + "\n")
+        echo_json(data.stats())
+
+
+@train_app.command("status")
+def status(limit: int = typer.Option(10, help="Most recent cycles to show.")) -> None:
+    """Recent training cycles (what started them, their state, checkpoint and gate) and the active policy."""
+    from sqlalchemy import select
+
+    from conductor.store.models import TrainingCycle
+
+    with errors_to_exit_codes():
+        runtime, registry = _registry()
+        active = registry.active()
+        typer.echo(f"active policy: {active.id if active else 'the pool default'}")
+        with runtime.sessions() as s:
+            cycles = s.scalars(select(TrainingCycle).order_by(TrainingCycle.id.desc()).limit(limit)).all()
+            for c in cycles:
+                gate = (c.stats or {}).get("gate") or {}
+                verdict = "" if not gate else ("gate passed" if gate.get("passed") else "gate failed")
+                typer.echo(
+                    f"cycle {c.id}  {c.status:8}  trigger={c.trigger}  checkpoint={c.checkpoint_id or '-'}  "
+                    f"{verdict}  {c.error or ''}".rstrip()
+                )
+
+
+@checkpoints_app.command("export")
+def export_checkpoint(
+    checkpoint_id: str,
+    to: Path = typer.Option(..., help="Directory to write the adapter and its record into."),
+) -> None:
+    """Copy a checkpoint's adapter (LoRA weights in fp16, config) and its full record (lineage, config,
+    data window, metrics, gate) to a directory, e.g. to ship it as a pool's default Conductor."""
+    from reward_pipeline.training.export import export_adapter
+
+    with errors_to_exit_codes():
+        _, registry = _registry()
+        path = export_adapter(registry, checkpoint_id, to)
+        typer.echo(f"exported {checkpoint_id} to {path}")
 
 
 @checkpoints_app.command("list")

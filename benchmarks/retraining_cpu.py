@@ -1,0 +1,152 @@
+"""Report of the CPU retraining run (`make train-local`): per cycle, parse rate and mean reward on the
+training rollouts, and parse rate, accuracy and tokens per question on the dev set; what the
+Conductor learned beyond format (worker choice, workflow shapes and what they earned); parse rates
+on benchmarks the loop never trained on. Prints a Markdown report and writes a PNG.
+
+    python benchmarks/retraining_cpu.py [--results results/train-local] [--db .conductor/train/conductor.db]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+
+
+def load(results: Path) -> tuple[list[dict], dict]:
+    cycles = json.loads((results / "cycles.json").read_text())
+    summary_path = results / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    warm = next(
+        (json.loads(line) for line in (results / "events.jsonl").read_text().splitlines() if '"gate"' in line), None
+    )
+    return cycles, {"summary": summary, "warmup_gate": warm}
+
+
+def rows(cycles: list[dict], warmup_gate: dict | None) -> list[dict]:
+    out = []
+    if warmup_gate:
+        for who, label in (("active", "0 (base)"), ("candidate", "0 (warm-up)")):
+            d = warmup_gate[who]
+            out.append({"cycle": label, "train_parse": None, "train_reward": None, **_dev(d)})
+    for c in cycles:
+        its = c["iterations"]
+        out.append(
+            {
+                "cycle": str(c["cycle"]),
+                "train_parse": sum(i["rollouts"]["parse_rate"] for i in its) / len(its),
+                # Per Conductor round, as the trainer saw it: an unparseable plan earns 0 even when the
+                # fallback worker then answered (its chain's reward is the fallback's, not the plan's).
+                "train_reward": sum(i["train"]["reward_mean"] for i in its) / len(its),
+                **_dev(c["gate"]["candidate"]),
+                "promoted": c["gate"]["passed"],
+            }
+        )
+    return out
+
+
+def _dev(d: dict) -> dict:
+    return {"dev_parse": d["parse_rate"], "dev_accuracy": d["accuracy"], "dev_tokens": d["tokens_per_question"]}
+
+
+def worker_choice(db: Path) -> list[dict]:
+    """For each training iteration's policy: share of steps given to each worker, and how often a
+    single-step workflow on each worker was right."""
+    con = sqlite3.connect(db)
+    q = """
+    select r.policy_version, s.worker_name, r.n_steps, rw.correct
+    from rounds r join steps s on s.round_id = r.id join jobs j on j.id = r.job_id
+    left join rewards rw on rw.chain_id = r.chain_id and rw.source = 'verifier'
+    where r.kind = 'plan' and r.parse_status = 'ok' and json_extract(j.options, '$.train') is not null
+    order by r.created_at
+    """
+    by: dict[str, dict] = {}
+    for version, worker, n_steps, correct in con.execute(q):
+        d = by.setdefault(
+            version, {"steps": defaultdict(int), "single": defaultdict(lambda: [0, 0]), "shapes": defaultdict(int)}
+        )
+        d["steps"][worker] += 1
+        if n_steps == 1:
+            d["single"][worker][0] += int(bool(correct))
+            d["single"][worker][1] += 1
+    out = []
+    for version, d in by.items():
+        total = sum(d["steps"].values())
+        out.append(
+            {
+                "policy": version,
+                "steps": total,
+                "share": {w: round(n / total, 2) for w, n in sorted(d["steps"].items())},
+                "single_step_accuracy": {w: f"{c}/{n}" for w, (c, n) in sorted(d["single"].items())},
+            }
+        )
+    return out
+
+
+def markdown(table: list[dict], choice: list[dict], unseen: dict) -> str:
+    f = lambda v: "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))  # noqa: E731
+    lines = [
+        "| cycle | train parse | train reward | dev parse | dev accuracy | dev tokens/q | promoted |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in table:
+        lines.append(
+            f"| {r['cycle']} | {f(r['train_parse'])} | {f(r['train_reward'])} | {f(r['dev_parse'])} | "
+            f"{f(r['dev_accuracy'])} | {r['dev_tokens']:.0f} | {f(r.get('promoted', ''))} |"
+        )
+    lines += ["", "Worker choice per training policy (share of steps; single-step workflows right/total):", ""]
+    lines += [
+        f"- {c['policy']}: steps={c['steps']} share={c['share']} single={c['single_step_accuracy']}" for c in choice
+    ]
+    if unseen:
+        lines += ["", "| benchmark never trained on | " + " | ".join(unseen) + " |", "|---|" + "---|" * len(unseen)]
+        benches = sorted({b for v in unseen.values() for b in v})
+        for b in benches:
+            lines.append(f"| {b} parse rate | " + " | ".join(f(unseen[v][b]["parse_rate"]) for v in unseen) + " |")
+    return "\n".join(lines)
+
+
+def plot(table: list[dict], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [r["cycle"] for r in table]
+    x = range(len(labels))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    a.plot(x, [r["dev_parse"] for r in table], "o-", label="dev parse rate")
+    a.plot(x, [r["dev_accuracy"] for r in table], "s-", label="dev accuracy")
+    a.plot(x, [r["train_parse"] for r in table], "^--", label="train parse rate (T=1)")
+    a.plot(x, [r["train_reward"] for r in table], "v--", label="train mean reward")
+    a.set_xticks(list(x), labels, rotation=30)
+    a.set_ylim(0, 1.05)
+    a.set_xlabel("cycle")
+    a.legend(fontsize=8)
+    a.set_title("SmolLM2-135M Conductor: warm-up then GRPO cycles")
+    b.bar(list(x), [r["dev_tokens"] for r in table])
+    b.set_xticks(list(x), labels, rotation=30)
+    b.set_title("dev tokens per question (all model calls)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=Path, default=Path("results/train-local"))
+    ap.add_argument("--db", type=Path, default=Path(".conductor/train/conductor.db"))
+    args = ap.parse_args()
+    cycles, extra = load(args.results)
+    table = rows(cycles, extra["warmup_gate"])
+    choice = worker_choice(args.db) if args.db.exists() else []
+    report = markdown(table, choice, extra["summary"].get("unseen", {}))
+    (args.results / "report.md").write_text(report + "\n")
+    plot(table, args.results / "retraining.png")
+    print(report)
+    print(f"\nwrote {args.results / 'report.md'} and {args.results / 'retraining.png'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""Export a checkpoint for shipping: LoRA weights (fp16, small), adapter config, and a record of
+everything that made it (its lineage with each ancestor's config, data window, metrics and gate)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from conductor.domain.errors import TrainingError
+from reward_pipeline.training.checkpoints import CheckpointView, Registry
+
+WEIGHTS = "adapter_model.safetensors"
+
+
+def lineage(registry: Registry, checkpoint_id: str) -> list[CheckpointView]:
+    chain, seen = [], set()
+    current: str | None = checkpoint_id
+    while current and current not in seen:
+        seen.add(current)
+        view = registry.get(current)
+        chain.append(view)
+        current = view.parent_id
+    return chain
+
+
+def export_adapter(registry: Registry, checkpoint_id: str, to: Path) -> Path:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    views = lineage(registry, checkpoint_id)
+    src = Path(views[0].path or "")
+    if not (src / WEIGHTS).exists():
+        raise TrainingError(f"checkpoint {checkpoint_id} has no {WEIGHTS} at {src}")
+    to.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.to(torch.float16).contiguous() for k, v in load_file(str(src / WEIGHTS)).items()}
+    save_file(tensors, str(to / WEIGHTS))
+    config = json.loads((src / "adapter_config.json").read_text())
+    config["base_model_name_or_path"] = "smollm2-135m-instruct"  # resolved against the model cache, not a path
+    (to / "adapter_config.json").write_text(json.dumps(config, indent=1))
+    record = {
+        "checkpoint": checkpoint_id,
+        "lineage": [dataclasses.asdict(v) | {"path": None} for v in views],
+    }
+    (to / "record.json").write_text(json.dumps(record, indent=1, default=str))
+    return to
