@@ -94,3 +94,22 @@ def test_an_idempotency_key_returns_the_first_job_with_or_without_a_tenant(runti
     assert created and not created_again and again == first and other != first
     unkeyed = {service.submit(Problem(question="q"))[0] for _ in range(2)}
     assert len(unkeyed) == 2, "jobs without a key are never merged"
+
+
+def test_the_reaper_resends_solve_only_for_jobs_queued_past_the_grace_since_their_admission(engine, runtime):
+    """The feeder stamps started_at when it admits a job written long ago: its solve is in flight."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import update
+
+    from conductor.domain.states import JobStatus
+    from conductor.store.models import Job
+
+    service = Service(runtime, NoQueue())
+    long_ago = datetime.now(UTC) - timedelta(seconds=10 * runtime.settings.ready_grace_s)
+    just_admitted, lost, never_admitted = (service.submit(Problem(question=f"q{i}"))[0] for i in range(3))
+    with runtime.sessions.begin() as s:
+        s.execute(update(Job).values(created_at=long_ago, status=JobStatus.QUEUED))
+        s.execute(update(Job).where(Job.id == just_admitted).values(started_at=datetime.now(UTC)))
+        s.execute(update(Job).where(Job.id == lost).values(started_at=long_ago))
+    assert sorted(engine.recover().solve) == sorted([lost, never_admitted])
