@@ -10,7 +10,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup model demo services test test-core test-vllm vllm-venv lint bench clean
+.PHONY: setup model demo services test test-core test-vllm vllm-venv lint bench train-local clean
 
 setup: $(VENV)/.installed
 
@@ -48,6 +48,19 @@ lint: setup
 	$(BIN)/ruff format --check conductor tasks reward_pipeline schedulers tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# The CPU retraining run that produced the shipped Conductor adapter (about an hour on 2 cores):
+# format warm-up, then GRPO cycles through the queue on a private vLLM server, each gated and
+# promoted; then the active adapter is exported beside the local pool and the report is drawn.
+TRAIN_HOME ?= .conductor/train-local
+SHIPPED    ?= conductor/config/adapters/smollm2-conductor
+train-local: model vllm-venv
+	mkdir -p $(TRAIN_HOME) && ln -sfn $(abspath .conductor/models) $(TRAIN_HOME)/models
+	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train warmup --gsm8k 150 --arith 150 --examples 160 --epochs 2 --lr 1e-3
+	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train online --cycles 6 --iterations 2 --problems 8 --samples 4 \
+		--lr 5e-5 --report-dir results/train-local
+	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor checkpoints export active --to $(SHIPPED)
+	$(BIN)/python benchmarks/retraining_cpu.py --results results/train-local --db $(TRAIN_HOME)/conductor.db
 
 # Every benchmark, building what it needs (the vLLM venv for local_inference.py).
 bench: model services vllm-venv

@@ -175,15 +175,21 @@ def status(limit: int = typer.Option(10, help="Most recent cycles to show.")) ->
 
 @checkpoints_app.command("export")
 def export_checkpoint(
-    checkpoint_id: str,
+    checkpoint_id: str = typer.Argument(..., help="A checkpoint id, or `active`."),
     to: Path = typer.Option(..., help="Directory to write the adapter and its record into."),
 ) -> None:
     """Copy a checkpoint's adapter (LoRA weights in fp16, config) and its full record (lineage, config,
     data window, metrics, gate) to a directory, e.g. to ship it as a pool's default Conductor."""
+    from conductor.domain.errors import NotFound
     from reward_pipeline.training.export import export_adapter
 
     with errors_to_exit_codes():
         _, registry = _registry()
+        if checkpoint_id == "active":
+            active = registry.active()
+            if active is None:
+                raise NotFound("no active checkpoint to export")
+            checkpoint_id = active.id
         path = export_adapter(registry, checkpoint_id, to)
         typer.echo(f"exported {checkpoint_id} to {path}")
 

@@ -144,6 +144,7 @@ class Gateway:
         self.local_models = local_backend.register()
         self._switch_lock = threading.Lock()
         self._active: ActivePolicyCache | None = None
+        self._followed: str | None = None  #: the active checkpoint last acted on (None: none yet)
         self._pool_default = pool.conductor
 
     # -- public ------------------------------------------------------------------------
@@ -203,16 +204,18 @@ class Gateway:
         self._pool_default = self.pool.conductor
 
     def _follow_active_policy(self) -> None:
+        # Acts on *changes* of the store's active checkpoint only, so an explicit switch_conductor
+        # (a test, a canary process) holds until the next promotion or rollback.
         if self._active is None:
             return
         policy = self._active.get()
-        current = self.pool.conductor
-        if policy is None:
-            if current.policy_version != self._pool_default.policy_version:  # rolled back past every checkpoint
-                with self._switch_lock:
-                    self.pool.conductor = self._pool_default
+        version = policy.version if policy else None
+        if version == self._followed:
             return
-        if policy.version == current.policy_version:
+        self._followed = version
+        if policy is None:  # rolled back past every checkpoint: the pool's own Conductor
+            with self._switch_lock:
+                self.pool.conductor = self._pool_default
             return
         spec = self._spec_for(policy, self._pool_default)
         self.switch_conductor(spec.model, policy_version=spec.policy_version, adapter=spec.adapter)

@@ -48,8 +48,10 @@ def fake_token_ids(text: str) -> list[int]:
 
 
 class ScriptedLLMServer:
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, *, prompt_token_ids: bool = False) -> None:
         self.script = script
+        #: Answer logprob requests as vLLM with `return_token_ids` does (prompt ids too), or as a plain server.
+        self.prompt_token_ids = prompt_token_ids
         self.calls: list[Call] = []
         self._lock = threading.Lock()
         self.in_flight = 0
@@ -106,7 +108,12 @@ class ScriptedLLMServer:
                     return
                 self._send(
                     200,
-                    _completion(call.model, reply.content, bool(body.get("logprobs")), call.last_user),
+                    _completion(
+                        call.model,
+                        reply.content,
+                        bool(body.get("logprobs")),
+                        call.last_user if server.prompt_token_ids else None,
+                    ),
                     reply.headers,
                 )
 
@@ -149,7 +156,7 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 256
 
 
-def _completion(model: str, content: str, logprobs: bool, prompt: str = "") -> dict:
+def _completion(model: str, content: str, logprobs: bool, prompt: str | None = None) -> dict:
     ids = fake_token_ids(content)
     choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
     if logprobs:
@@ -167,7 +174,7 @@ def _completion(model: str, content: str, logprobs: bool, prompt: str = "") -> d
         "choices": [choice],
         "usage": {"prompt_tokens": 10, "completion_tokens": max(1, len(ids)), "total_tokens": 10 + max(1, len(ids))},
     }
-    if logprobs:  # what vLLM adds with return_token_ids: the trace keeps both id lists
+    if logprobs and prompt is not None:  # what vLLM adds with return_token_ids: the trace keeps both id lists
         choice["token_ids"] = ids
         out["prompt_token_ids"] = fake_token_ids(prompt) or [1]
     return out

@@ -37,7 +37,7 @@ def _script():
 
 @pytest.fixture
 def filled(tmp_path):
-    server = ScriptedLLMServer(_script()).start()
+    server = ScriptedLLMServer(_script(), prompt_token_ids=True).start()
     try:
         with embedded_system(tmp_path, scripted_pool(server.base_url), recursion=False, plan_retries=0) as sys:
             ids = []

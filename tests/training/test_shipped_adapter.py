@@ -1,0 +1,30 @@
+"""The Conductor adapter shipped as the local pool's default loads, and plans as its record claims."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conductor.config.pool import load_pool
+from conductor.inference.gateway import Gateway
+from reward_pipeline.training.probe import probe_plans
+from reward_pipeline.training.problems import dev_problems
+from tests.conftest import DATA, MODEL_HOME
+
+pytestmark = pytest.mark.slow
+MARGIN = 0.25  # 8 problems: a true rate at the claim minus this is far outside sampling noise
+
+
+def test_the_default_pool_serves_the_shipped_adapter_and_its_plans_parse_as_claimed():
+    pool = load_pool(None)
+    adapter = pool.conductor.adapter_path()
+    assert adapter is not None and (adapter / "adapter_model.safetensors").exists()
+    record = json.loads((adapter / "record.json").read_text())
+    assert record["checkpoint"] == pool.conductor.policy_version
+    claimed = record["lineage"][0]["gate"]["candidate"]["parse_rate"]
+    gateway = Gateway(pool, model_home=MODEL_HOME)
+
+    result = probe_plans(gateway, dev_problems(DATA)[:8], threads=1)
+
+    assert result.parse_rate >= claimed - MARGIN, result.as_dict()
