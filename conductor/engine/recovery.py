@@ -28,17 +28,15 @@ class Recovery(Transitions):
             eff.merge(self._recover_rounds(s, max_attempts, grace))
             for step in s.scalars(
                 select(Step).where(
-                    ((Step.status == StepStatus.RUNNING.value) & (Step.lease_until < t))
-                    | ((Step.status == StepStatus.READY.value) & (Step.ready_at < grace))
+                    ((Step.status == StepStatus.RUNNING) & (Step.lease_until < t))
+                    | ((Step.status == StepStatus.READY) & (Step.ready_at < grace))
                 )
             ):
                 if step.attempts >= max_attempts:
                     eff.merge(self._fail_step(s, step.id, f"worker lost the step {step.attempts} times"))
                 else:
                     eff.steps.append(step.id)
-            eff.finalize += list(
-                s.scalars(select(Job.id).where(Job.status == JobStatus.RUNNING.value, Job.open_chains <= 0))
-            )
+            eff.finalize += list(s.scalars(select(Job.id).where(Job.status == JobStatus.RUNNING, Job.open_chains <= 0)))
         return eff
 
     def _recover_rounds(self, s: Session, max_attempts: int, grace: datetime) -> Effects:
@@ -46,14 +44,14 @@ class Recovery(Transitions):
         t = now()
         for rnd in s.scalars(
             select(Round).where(
-                Round.status == RoundStatus.PLANNING.value,
+                Round.status == RoundStatus.PLANNING,
                 (Round.lease_until < t) | (Round.lease_until.is_(None) & (Round.created_at < grace)),
             )
         ):
             if rnd.attempts >= max_attempts:
-                rnd.status, rnd.error, rnd.lease_until = RoundStatus.FAILED.value, f"lost {rnd.attempts} times", None
+                rnd.status, rnd.error, rnd.lease_until = RoundStatus.FAILED, f"lost {rnd.attempts} times", None
                 eff.merge(self._end_chain_after_failure(s, rnd.chain_id, rnd.error))
-            elif rnd.kind == RoundKind.REPLAN.value:
+            elif rnd.kind == RoundKind.REPLAN:
                 eff.replans.append(rnd.id)
             else:
                 eff.plans.append(rnd.id)
