@@ -1,0 +1,148 @@
+"""Read views: a job with its chains, rounds, steps and rewards as `conductor status` and the API show it,
+and one Conductor round as a line of the trace export."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conductor.store import queries
+from conductor.store.models import Chain, Job, Reward, Round
+from conductor.store.queries import result_line
+
+
+def job_view(job: Job, s: Any) -> dict[str, Any]:
+    """A job with its rounds, steps and rewards (`conductor status`)."""
+    rewards = queries.job_rewards(s, job.id)
+    return {
+        **result_line(job),
+        "question": job.problem.get("question"),
+        "samples": job.samples,
+        "model_calls": job.model_calls,
+        "prompt_tokens": job.prompt_tokens,
+        "completion_tokens": job.completion_tokens,
+        "created_at": job.created_at.isoformat() if job.created_at else None,
+        "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+        "rewards": [_reward_view(r) for r in rewards],
+        "chains": [_chain_view(c) for c in job.chains],
+    }
+
+
+def _chain_view(c: Chain) -> dict[str, Any]:
+    return {
+        "chain_id": c.id,
+        "sample": c.sample_index,
+        "parent_step_id": c.parent_step_id,
+        "depth": c.depth,
+        "status": c.status,
+        "answer": c.answer,
+        "error": c.error,
+        "rounds": [
+            {
+                "round_id": r.id,
+                "index": r.round_index,
+                "kind": r.kind,
+                "status": r.status,
+                "parse_status": r.parse_status,
+                "parse_error": r.parse_error,
+                "workflow": r.workflow,
+                "answer": r.answer,
+                "error": r.error,
+                "tokens": r.prompt_tokens + r.completion_tokens,
+                "steps": [
+                    {
+                        "step_id": st.id,
+                        "index": st.step_index,
+                        "worker": st.worker_name,
+                        "access": st.access,
+                        "status": st.status,
+                        "subtask": st.subtask,
+                        "output": st.output,
+                        "error": st.error,
+                        "tokens": st.prompt_tokens + st.completion_tokens,
+                        "latency_s": st.latency_s,
+                        "attempts": st.attempts,
+                    }
+                    for st in r.steps
+                ],
+            }
+            for r in c.rounds
+        ],
+    }
+
+
+def _reward_view(r: Reward) -> dict[str, Any]:
+    return {
+        "value": r.value,
+        "correct": r.correct,
+        "verifier": r.verifier,
+        "source": r.source,
+        "chain_id": r.chain_id,
+        "round_id": r.round_id,
+        "details": r.details,
+    }
+
+
+def _pick_reward(rewards: list[Reward], round_id: int) -> Reward | None:
+    """The reward that applies to one round: its own (an unparseable plan), else the user's
+    feedback, else its chain's verifier reward; the newest of each kind wins."""
+    own = [r for r in rewards if r.round_id == round_id and r.chain_id is None]
+    feedback = [r for r in rewards if r.source == "feedback"]
+    rest = [r for r in rewards if r not in own and r not in feedback]
+    for group in (own, feedback, rest):
+        if group:
+            return group[-1]
+    return None
+
+
+def trace_line(rnd: Round, job_rewards: list[Reward]) -> dict[str, Any]:
+    """One round as a training record; `job_rewards` are its job's rewards, oldest first."""
+    chain = rnd.chain
+    job = chain.job
+    rewards = [
+        r
+        for r in job_rewards
+        if r.round_id == rnd.id or r.chain_id == chain.id or (r.chain_id is None and r.round_id is None)
+    ]
+    reward = _pick_reward(rewards, rnd.id)
+    return {
+        "job_id": job.id,
+        "problem_id": job.external_id,
+        "problem": job.problem,
+        "job_options": job.options,
+        "chain_id": chain.id,
+        "sample_index": chain.sample_index,
+        "depth": chain.depth,
+        "round_id": rnd.id,
+        "round_index": rnd.round_index,
+        "kind": rnd.kind,
+        "prompt_messages": rnd.prompt_messages,
+        "prompt_token_ids": rnd.prompt_token_ids,
+        "completion_text": rnd.completion_text,
+        "completion_token_ids": rnd.completion_token_ids,
+        "completion_logprobs": rnd.completion_logprobs,
+        "policy_version": rnd.policy_version,
+        "conductor_model": rnd.conductor_model,
+        "sampling": rnd.sampling,
+        "parse_status": rnd.parse_status,
+        "parse_error": rnd.parse_error,
+        "workflow": rnd.workflow,
+        "steps": [
+            {
+                "index": st.step_index,
+                "worker": st.worker_name,
+                "subtask": st.subtask,
+                "access": st.access,
+                "status": st.status,
+                "output": st.output,
+                "error": st.error,
+            }
+            for st in rnd.steps
+        ],
+        "round_answer": rnd.answer,
+        "final_answer": chain.answer,
+        "job_answer": job.answer,
+        "job_status": job.status,
+        "reward": None
+        if reward is None
+        else {"value": reward.value, "verifier": reward.verifier, "correct": reward.correct, "details": reward.details},
+    }
