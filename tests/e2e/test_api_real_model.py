@@ -13,8 +13,8 @@ import yaml
 from conductor.app.runtime import Runtime
 from conductor.app.tenants import create_key
 from conductor.config.settings import Settings
-from tests.support.api_deployment import free_port, wait_http
 from tests.conftest import MODEL_HOME
+from tests.support.api_deployment import free_port, wait_http
 from tests.support.cluster import REPO, Proc
 
 pytestmark = pytest.mark.slow
