@@ -15,6 +15,9 @@ from tests.conftest import DATA, MODEL_HOME
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
+POLICY = yaml.safe_load((REPO / "conductor" / "config" / "pools" / "local.yaml").read_text())["conductor"][
+    "policy_version"
+]
 
 
 @pytest.fixture
@@ -70,7 +73,8 @@ def test_three_gsm8k_problems_run_through_the_pipeline_and_export_trainable_trac
     lines = [json.loads(line) for line in traces.read_text().splitlines()]
     assert len(lines) >= 3
     for t in lines:
-        assert t["policy_version"] == "base" and t["completion_text"] is not None
+        # The default Conductor is the shipped checkpoint: every round names it.
+        assert t["policy_version"] == POLICY and t["completion_text"] is not None
         assert t["completion_token_ids"] and len(t["completion_token_ids"]) == len(t["completion_logprobs"])
         assert all(lp <= 0.0 for lp in t["completion_logprobs"])
         assert t["parse_status"] in ("ok", "failed")

@@ -32,14 +32,15 @@ def _small_pool():
 
 def test_a_token_budget_stops_a_real_model_job_after_the_call_that_spent_it(home):
     with embedded_system(home, _small_pool(), recursion=False) as sys:
-        job_id, _ = sys.service.submit(Problem(question="What is 12 + 30?"), budget_tokens=200)
+        # 60 tokens: less than the plan prompt alone (the compact prompt is ~110 tokens with the question).
+        job_id, _ = sys.service.submit(Problem(question="What is 12 + 30?"), budget_tokens=60)
         sys.service.wait([job_id], timeout=300)
         job = sys.service.job(job_id)
 
     assert job["status"] == "budget_exceeded", job
     assert job["model_calls"] == 1, "the plan prompt alone spends the budget: nothing after it may run"
-    assert job["prompt_tokens"] + job["completion_tokens"] >= 200
-    assert "tokens (budget 200)" in job["error"]
+    assert job["prompt_tokens"] + job["completion_tokens"] >= 60
+    assert "tokens (budget 60)" in job["error"]
 
 
 def test_the_llm_judge_gives_a_verdict_with_its_reason_using_a_real_model(home):

@@ -94,7 +94,9 @@ class PrivatePostgres:
         self._as: list[str] = []
         if os.geteuid() == 0:  # PostgreSQL refuses to run as root
             shutil.chown(self.dir, "postgres", "postgres")
-            self._as = ["runuser", "-u", "postgres", "--"]
+            # runuser lives in /usr/sbin, which a minimal PATH (cron, CI) may leave out.
+            runuser = shutil.which("runuser") or shutil.which("runuser", path="/usr/sbin:/sbin") or "runuser"
+            self._as = [runuser, "-u", "postgres", "--"]
 
     @property
     def url(self) -> str:
