@@ -32,39 +32,23 @@ def _usage(v: dict[str, Any]) -> JobUsage:
     )
 
 
+def _shared(v: dict[str, Any]) -> dict[str, Any]:
+    """The fields a job's summary and its detail have in common."""
+    keys = ("status", "batch_id", "priority", "answer", "error", "created_at", "finished_at")
+    return {**{k: v[k] for k in keys}, "usage": _usage(v)}
+
+
 def _summary(v: dict[str, Any]) -> JobSummary:
-    return JobSummary(
-        id=v["id"],
-        status=v["status"],
-        batch_id=v["batch_id"],
-        custom_id=v["custom_id"],
-        priority=v["priority"],
-        answer=v["answer"],
-        error=v["error"],
-        usage=_usage(v),
-        created_at=v["created_at"],
-        finished_at=v["finished_at"],
-    )
+    return JobSummary(id=v["id"], custom_id=v["custom_id"], **_shared(v))
 
 
 def _detail(v: dict[str, Any]) -> JobDetail:
+    extra = ("question", "workflow", "rounds", "samples", "rewards", "chains")
     return JobDetail(
         id=v["job_id"],
-        status=v["status"],
-        batch_id=v["batch_id"],
         custom_id=v["id"] if v["id"] != v["job_id"] else None,
-        priority=v["priority"],
-        answer=v["answer"],
-        error=v["error"],
-        usage=_usage(v),
-        created_at=v["created_at"],
-        finished_at=v["finished_at"],
-        question=v["question"],
-        workflow=v["workflow"],
-        rounds=v["rounds"],
-        samples=v["samples"],
-        rewards=v["rewards"],
-        chains=v["chains"],
+        **_shared(v),
+        **{k: v[k] for k in extra},
     )
 
 
