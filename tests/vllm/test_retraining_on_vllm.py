@@ -111,8 +111,15 @@ def test_trainer_logprobs_match_vllms_processed_logprobs_at_the_sampled_temperat
     adapter = None if adapter_version == "base" else Path(registry.get(adapter_version).path or "")
     model = load_trainable(model_path, adapter, LoraSpec())
     ids, attn, _, plens = pad_batch([rnd.prompt_token_ids], [rnd.completion_token_ids], pad_id=0)
-    with torch.no_grad():
-        ours = token_logprobs(model, ids, attn, torch.tensor([temperature]))[0, plens[0] :].tolist()
 
-    diffs = [abs(a - b) for a, b in zip(ours, rnd.completion_logprobs, strict=True)]
-    assert sum(diffs) / len(diffs) < 0.02, max(diffs)
+    def mean_gap(t: float) -> float:
+        with torch.no_grad():
+            ours = token_logprobs(model, ids, attn, torch.tensor([t]))[0, plens[0] :].tolist()
+        return sum(abs(a - b) for a, b in zip(ours, rnd.completion_logprobs, strict=True)) / len(ours)
+
+    at_recorded, at_raw = mean_gap(temperature), mean_gap(1.0)
+    # vLLM on CPU serves bf16 (the trainer is fp32): a few hundredths of a nat per token apart, which
+    # the capped importance weight absorbs. The recorded temperature must explain vLLM's numbers far
+    # better than the raw distribution does, or the ratio would be taken against the wrong policy.
+    assert at_recorded < 0.06, (at_recorded, at_raw)
+    assert at_recorded < at_raw / 2, (at_recorded, at_raw)
