@@ -4,10 +4,13 @@ and without a broadcast that a busy or restarting worker could miss."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
 
 #: vLLM serves each checkpoint's adapter under its own name; a name is never reused for other weights.
 LORA_NAME_PREFIX = "conductor-"
@@ -24,7 +27,8 @@ class ActivePolicy:
 
 
 class ActivePolicyCache:
-    """`read()` at most once per `ttl_s`; a failed read keeps the last known policy."""
+    """`read()` at most once per `ttl_s`; a failed read keeps the last known policy and logs one
+    warning per run of failures (a store down for minutes would otherwise log every `ttl_s`)."""
 
     def __init__(self, read: Callable[[], ActivePolicy | None], ttl_s: float = 5.0) -> None:
         self._read = read
@@ -32,6 +36,7 @@ class ActivePolicyCache:
         self._value: ActivePolicy | None = None
         self._at = -float("inf")
         self._lock = threading.Lock()
+        self._failing = False
 
     def get(self) -> ActivePolicy | None:
         with self._lock:
@@ -39,7 +44,16 @@ class ActivePolicyCache:
             if now - self._at >= self.ttl_s:
                 try:
                     self._value = self._read()
-                except Exception:  # the store is briefly unreachable: keep serving what we serve
-                    pass
+                except Exception as exc:  # the store is briefly unreachable: keep serving what we serve
+                    if not self._failing:
+                        log.warning("reading the active policy failed, still serving %s: %r", self._serving(), exc)
+                    self._failing = True
+                else:
+                    if self._failing:
+                        log.info("reading the active policy works again, serving %s", self._serving())
+                    self._failing = False
                 self._at = now
             return self._value
+
+    def _serving(self) -> str:
+        return self._value.version if self._value else "the pool's own Conductor"
