@@ -40,15 +40,7 @@ def pinned_eval(rollouts: Rollouts, policy: Policy, problems: list[Any], tag: st
     options: dict[str, Any] = {"gate": tag}
     if policy.adapter is not None:
         options["policy"] = {"version": policy.version, "adapter": str(policy.adapter)}
-    batch = rollouts.run(problems, samples=1, options=options)
-    return PolicyEval(
-        version=policy.version,
-        n=len(problems),
-        plans=batch.plan_rounds,
-        parsed=batch.parsed_rounds,
-        correct=batch.correct_chains,
-        tokens_per_question=batch.tokens / max(1, len(problems)),
-    )
+    return PolicyEval.from_rollouts(policy.version, rollouts.run(problems, samples=1, options=options))
 
 
 def run_retrain_cycle(

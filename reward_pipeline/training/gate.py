@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from conductor.domain.problem import Problem
-from reward_pipeline.training.rollouts import Rollouts
+from reward_pipeline.training.rollouts import RolloutBatch, Rollouts
 
 
 @dataclass(frozen=True)
@@ -36,21 +36,26 @@ class PolicyEval:
     def accuracy(self) -> float:
         return self.correct / self.n if self.n else 0.0
 
+    @classmethod
+    def from_rollouts(cls, version: str, batch: RolloutBatch) -> PolicyEval:
+        """`batch`: one job of one sample per dev problem, all run under the policy `version`."""
+        n = len(batch.job_ids)
+        return cls(
+            version=version,
+            n=n,
+            plans=batch.plan_rounds,
+            parsed=batch.parsed_rounds,
+            correct=batch.correct_chains,
+            tokens_per_question=batch.tokens / max(1, n),
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "parse_rate": round(self.parse_rate, 4), "accuracy": round(self.accuracy, 4)}
 
 
 def evaluate(rollouts: Rollouts, version: str, problems: Sequence[Problem], *, tag: str) -> PolicyEval:
     """Run `problems` once each under the policy the rollouts' gateway serves now."""
-    batch = rollouts.run(problems, samples=1, options={"gate": tag})
-    return PolicyEval(
-        version=version,
-        n=len(problems),
-        plans=batch.plan_rounds,
-        parsed=batch.parsed_rounds,
-        correct=batch.correct_chains,
-        tokens_per_question=batch.tokens / max(1, len(problems)),
-    )
+    return PolicyEval.from_rollouts(version, rollouts.run(problems, samples=1, options={"gate": tag}))
 
 
 def _not_worse(cand: tuple[int, int], base: tuple[int, int], z: float) -> tuple[bool, dict[str, float]]:

@@ -12,6 +12,7 @@ from conductor.domain.problem import Problem
 from conductor.store.models import Round
 from reward_pipeline.training.checkpoints import Registry
 from reward_pipeline.training.gate import PolicyEval, decide
+from reward_pipeline.training.rollouts import RolloutBatch
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
 from tests.support.system import embedded_system, make_settings
@@ -120,3 +121,14 @@ def test_the_gate_passes_a_candidate_within_the_noise_and_fails_one_that_spends_
     assert decide(same, active)["passed"]
     verdict = decide(costly, active)
     assert not verdict["passed"] and "tokens/question" in verdict["reasons"][0]
+
+
+def test_a_policy_eval_reads_its_counts_from_one_job_per_dev_problem():
+    batch = RolloutBatch(
+        job_ids=["j1", "j2", "j3", "j4"], plan_rounds=5, parsed_rounds=4, correct_chains=3, tokens=1000
+    )
+
+    ev = PolicyEval.from_rollouts("ck-1", batch)
+
+    assert ev == PolicyEval("ck-1", n=4, plans=5, parsed=4, correct=3, tokens_per_question=250)
+    assert ev.parse_rate == 0.8 and ev.accuracy == 0.75
