@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,10 +16,12 @@ import yaml
 
 from conductor.config.pool import BUNDLED
 from conductor.config.settings import Settings
+from conductor.domain.problem import Problem
 from conductor.inference.local_model import model_dir
 from reward_pipeline.training.checkpoints import Registry
 from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
 from reward_pipeline.training.online import (
+    GateContext,
     LoopContext,
     OnlineConfig,
     Policy,
@@ -112,7 +114,7 @@ def run_local(
             dev = dev_problems(data_dir)[: cfg.dev_limit]
             base_model = model_dir(settings.model_cache)
             ctx_log = _tee(log, report_dir / "events.jsonl")
-            start = _warmup_gate(registry, rollouts, gateway, serving, dev, cfg, ctx_log)
+            start = _warmup_gate(GateContext(rollouts, gateway, serving, registry, ctx_log), dev, cfg)
             from transformers import AutoTokenizer
 
             model = load_trainable(base_model, start.adapter, LoraSpec())
@@ -120,7 +122,16 @@ def run_local(
                 settings.home / "_grpo", learning_rate=cfg.learning_rate, loss_type=cfg.loss_type, seed=cfg.online.seed
             )
             trainer = OfflineGRPOTrainer(model, AutoTokenizer.from_pretrained(base_model), trl_config, log=ctx_log)
-            ctx = LoopContext(rollouts, gateway, serving, registry, trainer, settings.home, base_model.name, ctx_log)
+            ctx = LoopContext(
+                rollouts,
+                gateway,
+                serving,
+                registry,
+                ctx_log,
+                trainer=trainer,
+                home=settings.home,
+                base_model=base_model.name,
+            )
             history = run_cycles(ctx, start, train, dev, cfg.online, report=report_dir / "cycles.json")
             final = start_policy(registry.active())
             unseen = _unseen(gateway, serving, data_dir, final, cfg)
@@ -129,18 +140,15 @@ def run_local(
     return summary
 
 
-def _warmup_gate(
-    registry: Registry, rollouts: Rollouts, gateway: Any, serving: Any, dev: Any, cfg: LocalRunConfig, log: Any
-) -> Policy:
+def _warmup_gate(ctx: GateContext, dev: Sequence[Problem], cfg: LocalRunConfig) -> Policy:
     """Gate the newest warm-up candidate against the base model and promote it when it passes."""
-    active = registry.active()
+    active = ctx.registry.active()
     if active is not None:
         return start_policy(active)
-    candidates = [c for c in registry.list() if c.stage == "warmup" and c.status == "candidate"]
+    candidates = [c for c in ctx.registry.list() if c.stage == "warmup" and c.status == "candidate"]
     if not candidates:
         return Policy("base", None)
     warm = candidates[-1]
-    ctx = LoopContext(rollouts, gateway, serving, registry, None, Path(), "", log)  # type: ignore[arg-type]
     decision = gate_and_promote(ctx, Policy(warm.id, Path(warm.path or "")), Policy("base", None), dev, cfg.online)
     return Policy(warm.id, Path(warm.path or "")) if decision["passed"] else Policy("base", None)
 

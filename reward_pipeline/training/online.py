@@ -52,18 +52,26 @@ class Policy:
 
 
 @dataclass
-class LoopContext:
+class GateContext:
+    """What gating a candidate needs: the queue, the serving side and the registry (no trainer)."""
+
     rollouts: Rollouts
     gateway: Gateway
     serving: Serving
     registry: Registry
-    trainer: OfflineGRPOTrainer
-    home: Path
-    base_model: str
     log: Callable[[dict[str, Any]], None] = print
 
 
-def _evaluate(ctx: LoopContext, policy: Policy, problems: Sequence[Problem], cfg: OnlineConfig, tag: str) -> PolicyEval:
+@dataclass(kw_only=True)
+class LoopContext(GateContext):
+    """The gate's parts plus what training iterations need."""
+
+    trainer: OfflineGRPOTrainer
+    home: Path
+    base_model: str
+
+
+def _evaluate(ctx: GateContext, policy: Policy, problems: Sequence[Problem], cfg: OnlineConfig, tag: str) -> PolicyEval:
     ctx.serving.activate(ctx.gateway, policy.version, policy.adapter, temperature=cfg.eval_temperature)
     return evaluate(ctx.rollouts, policy.version, problems, tag=tag)
 
@@ -95,7 +103,7 @@ def iteration(
 
 
 def gate_and_promote(
-    ctx: LoopContext, candidate: Policy, active: Policy, dev: Sequence[Problem], cfg: OnlineConfig
+    ctx: GateContext, candidate: Policy, active: Policy, dev: Sequence[Problem], cfg: OnlineConfig
 ) -> dict[str, Any]:
     cand = _evaluate(ctx, candidate, dev, cfg, tag=f"gate:{candidate.version}")
     base = _evaluate(ctx, active, dev, cfg, tag=f"gate:{candidate.version}:active")

@@ -12,6 +12,8 @@ from conductor.domain.problem import Problem
 from conductor.store.models import Round
 from reward_pipeline.training.checkpoints import Registry
 from reward_pipeline.training.gate import PolicyEval, decide
+from reward_pipeline.training.local_run import LocalRunConfig, _warmup_gate
+from reward_pipeline.training.online import GateContext, OnlineConfig
 from reward_pipeline.training.rollouts import RolloutBatch
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
@@ -132,3 +134,44 @@ def test_a_policy_eval_reads_its_counts_from_one_job_per_dev_problem():
 
     assert ev == PolicyEval("ck-1", n=4, plans=5, parsed=4, correct=3, tokens_per_question=250)
     assert ev.parse_rate == 0.8 and ev.accuracy == 0.75
+
+
+class _Serving:
+    """Records which policy is active; the fake rollouts below read it."""
+
+    def __init__(self) -> None:
+        self.active: list[str] = []
+
+    def load(self, version, adapter) -> None:
+        pass
+
+    def activate(self, gateway, version, adapter, *, temperature) -> None:
+        self.active.append(version)
+
+
+class _Rollouts:
+    """The active warm-up policy parses every plan, the base model a quarter of them."""
+
+    def __init__(self, serving: _Serving) -> None:
+        self.serving = serving
+
+    def run(self, problems, *, samples, options) -> RolloutBatch:
+        n = len(problems)
+        parsed = n if self.serving.active[-1] != "base" else n // 4
+        return RolloutBatch(job_ids=[f"j{i}" for i in range(n)], plan_rounds=n, parsed_rounds=parsed, tokens=100 * n)
+
+
+def test_the_warmup_gate_needs_no_trainer_and_promotes_a_candidate_that_passes(tmp_path):
+    registry = Registry(Runtime(make_settings(tmp_path)).sessions)
+    registry.add(
+        id="warm-1", parent_id=None, stage="warmup", base_model="b", path=_adapter(tmp_path, "warm-1"),
+        config={}, metrics={}, data_window={},
+    )  # fmt: skip
+    serving, events = _Serving(), []
+    gating = GateContext(_Rollouts(serving), None, serving, registry, log=events.append)
+
+    start = _warmup_gate(gating, [Problem(question=f"q{i}") for i in range(40)], LocalRunConfig(online=OnlineConfig()))
+
+    assert start.version == "warm-1" and serving.active == ["warm-1", "base"]
+    assert registry.active().id == "warm-1"
+    assert [e["event"] for e in events] == ["gate"] and events[0]["passed"]
