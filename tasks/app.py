@@ -7,7 +7,9 @@ from kombu import Exchange, Queue
 
 from conductor.app.runtime import Runtime
 from conductor.config.settings import Settings
+from conductor.log_context import JOB_LOG_FORMAT
 from schedulers.limits import cluster_limiter
+from tasks import job_logging
 from tasks.names import QUEUES, ROUTES
 from tasks.names import Queue as QueueName
 
@@ -37,11 +39,13 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Celery:
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
+        worker_log_format=JOB_LOG_FORMAT,  # the job id on every line a task writes (tasks.job_logging)
         # Task events (one Redis PUBLISH per task received/started/succeeded/sent) were ~8% of a
         # worker's time at zero model latency; Flower turns them on at run time (enable_events).
         worker_send_task_events=settings.task_events,
         task_send_sent_event=settings.task_events,
     )
+    job_logging.connect()
     runtime = runtime or Runtime(settings, limiter_factory=cluster_limiter)
     from tasks.pipeline import register
 

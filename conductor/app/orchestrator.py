@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conductor import log_context
 from conductor.app.runtime import Runtime
 from conductor.domain.effects import Effects, RoundTask
 from conductor.domain.errors import RateLimited, WorkerCallError
@@ -29,6 +30,7 @@ class Orchestrator:
         task, ended = engine.lease_round(round_id, host)  # the lease and the call's budget: one transaction
         if task is None:
             return ended
+        log_context.note_job(task.job_id)  # the message carried only the round id
         messages = self._plan_messages(task)
         try:
             c = self.rt.gateway.call_conductor(messages, pin=task.policy)
@@ -55,6 +57,7 @@ class Orchestrator:
         task, ended = engine.lease_step(step_id, host)  # the lease and the call's budget: one transaction
         if task is None:
             return ended
+        log_context.note_job(task.job_id)  # the message carried only the step id
         if engine.runs_nested(task):
             return engine.start_nested(task)
         as_conductor = pool.is_conductor_index(task.worker_index)

@@ -274,7 +274,9 @@ class Gateway:
                     ) from exc
                 if attempt > spec.retries:
                     break
-                time.sleep(self._delay(attempt, retry_after))
+                delay = self._delay(attempt, retry_after)
+                log.info("%s: %s; retrying in %.1fs", label, errors[-1], delay)
+                time.sleep(delay)
             except RateLimited:
                 raise  # our own cluster limit said "later": the caller re-queues, nothing failed
             except Exception as exc:  # bad request, auth, unknown model: retrying will not help
