@@ -41,7 +41,7 @@ from benchmarks.orchestration_overhead import scripted_server
 def submit_and_follow(spec: dict[str, Any]) -> dict[str, Any]:
     """What `conductor run` does, timed: submit the file, follow the batch, export results and traces."""
     from conductor.app.runtime import Runtime
-    from conductor.app.service import Service
+    from conductor.app.service import JobSpec, Service
     from conductor.config.settings import Settings
     from tasks.app import create_app
     from tasks.dispatch import Dispatcher
@@ -51,7 +51,8 @@ def submit_and_follow(spec: dict[str, Any]) -> dict[str, Any]:
     service = Service(runtime, Dispatcher(create_app(settings, runtime)))
     out: dict[str, Any] = {}
     t0 = time.perf_counter()
-    report = service.submit_batch(spec["file"], options={"workflow": WORKFLOWS[spec["workflow"]]}, keep_ids=False)
+    job_spec = JobSpec(options={"workflow": WORKFLOWS[spec["workflow"]]})
+    report = service.submit_batch(spec["file"], job_spec, keep_ids=False)
     out["submit_s"] = time.perf_counter() - t0
     out["batch_id"] = report.batch_id
     out["rss_after_submit_mb"] = _maxrss_mb()

@@ -210,6 +210,7 @@ def _problem_and_options(i: int) -> tuple[Any, dict[str, Any]]:
 def _run_jobs(service: Any, n: int, *, serial: bool = False, offset: int = 0) -> tuple[float, list[float], list[str]]:
     from sqlalchemy import select
 
+    from conductor.app.service import JobSpec
     from conductor.store.models import Job
 
     started = time.perf_counter()
@@ -217,12 +218,12 @@ def _run_jobs(service: Any, n: int, *, serial: bool = False, offset: int = 0) ->
     if serial:
         for i in range(offset, offset + n):
             p, o = _problem_and_options(i)
-            ids.append(service.submit(p, options=o)[0])
+            ids.append(service.submit(p, JobSpec(options=o))[0])
             service.wait(ids[-1:], timeout=600, poll_s=0.002)
     else:
         for i in range(offset, offset + n):
             p, o = _problem_and_options(i)
-            ids.append(service.submit(p, options=o)[0])
+            ids.append(service.submit(p, JobSpec(options=o))[0])
         service.wait(ids, timeout=1800, poll_s=0.05)
     secs = time.perf_counter() - started
     with service.rt.sessions() as s:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from conductor.app.service import JobSpec
 from conductor.domain.problem import Problem
 from conductor.domain.prompts import build_step_messages
 from conductor.domain.workflow import Workflow
@@ -45,7 +46,9 @@ def direct_loop(pool, n: int) -> float:
 def through_pipeline(pool, n: int, **settings) -> float:
     with embedded_system(Path(tempfile.mkdtemp()), pool, recursion=False, **settings) as sysm:
         started = time.perf_counter()
-        ids = [sysm.service.submit(Problem(question=f"q{i}"), options={"workflow": WORKFLOW})[0] for i in range(n)]
+        ids = [
+            sysm.service.submit(Problem(question=f"q{i}"), JobSpec(options={"workflow": WORKFLOW}))[0] for i in range(n)
+        ]
         sysm.service.wait(ids, timeout=600, poll_s=0.05)
         return time.perf_counter() - started
 
@@ -80,7 +83,7 @@ def through_cluster(pool, n: int) -> float | None:
     runtime.migrate()
     with workers(env, home, ["b1", "b2"], concurrency=8):
         started = time.perf_counter()
-        ids = [service.submit(Problem(question=f"q{i}"), options={"workflow": WORKFLOW})[0] for i in range(n)]
+        ids = [service.submit(Problem(question=f"q{i}"), JobSpec(options={"workflow": WORKFLOW}))[0] for i in range(n)]
         service.wait(ids, timeout=600, poll_s=0.05)
         return time.perf_counter() - started
 

@@ -66,7 +66,7 @@ class Method:
         return self.kind == "best-of-n"
 
     def job_args(self, problem: Problem) -> dict[str, Any]:
-        """Keyword arguments for `Service.submit` (options and samples) for this problem."""
+        """`JobSpec` fields (options and samples) for this problem."""
         q = problem.question
         if self.kind == "conductor":
             return {"options": {}, "samples": 1}

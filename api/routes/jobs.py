@@ -18,6 +18,7 @@ from api.schemas.jobs import (
     JobSummary,
     JobUsage,
 )
+from conductor.app.service import JobSpec
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={404: {"model": ErrorResponse}})
 
@@ -62,9 +63,7 @@ def create_job(
     who: JobsCaller,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> JobDetail:
-    job_id, created = api.submit(
-        who.tenant_id,
-        body.problem,
+    spec = JobSpec(
         samples=body.samples,
         priority=body.priority,
         budget_tokens=body.budget_tokens,
@@ -72,6 +71,7 @@ def create_job(
         webhook_url=str(body.webhook_url) if body.webhook_url else None,
         idempotency_key=idempotency_key,
     )
+    job_id, created = api.submit(who.tenant_id, body.problem, spec)
     if not created:
         response.status_code = 200  # the job this key already created
     return _detail(api.job(who.tenant_id, job_id))

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import base64
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.exc import DBAPIError
 
-from conductor.app.service import Service
+from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota
 from conductor.domain.errors import InputError, NotFound
 from conductor.domain.problem import Problem
@@ -57,9 +57,11 @@ class ApiService:
         self.sessions = service.rt.sessions
 
     # -- submit ------------------------------------------------------------------------------
-    def submit(self, tenant_id: str, problem: Problem, **kwargs: Any) -> tuple[str, bool]:
-        """A job for the tenant after its quota check; a repeated idempotency key returns the first job."""
-        key = kwargs.get("idempotency_key")
+    def submit(self, tenant_id: str, problem: Problem, spec: JobSpec = JobSpec()) -> tuple[str, bool]:
+        """A job for the tenant (whatever tenant `spec` names) after its quota check; a repeated
+        idempotency key returns the first job."""
+        spec = replace(spec, tenant_id=tenant_id)
+        key = spec.idempotency_key
         if key is not None:
             with self.sessions() as s:
                 found = s.scalar(select(Job.id).where(Job.tenant_id == tenant_id, Job.idempotency_key == key))
@@ -67,20 +69,19 @@ class ApiService:
                 return found, False
         check_quota(self.sessions, tenant_id)
         # Through the feeder: the job waits its turn (tenant fair share, priority, in-flight cap).
-        return self.service.submit(problem, tenant_id=tenant_id, via_feeder=True, **kwargs)
+        return self.service.submit(problem, spec, via_feeder=True)
 
     def submit_chat(
         self, tenant_id: str, messages: list[dict[str, Any]], *, model: str, max_tokens: int | None = None
     ) -> str:
         question = conversation_question(messages)
         # Interactive work goes ahead of batch work (priority 9 vs the default 5).
-        job_id, _ = self.submit(
-            tenant_id,
-            Problem(question=question, kind="text"),
+        spec = JobSpec(
             priority=9,
             options={"api": "chat", "model": model},
             budget_tokens=None if max_tokens is None else max(max_tokens * 20, 2000),
         )
+        job_id, _ = self.submit(tenant_id, Problem(question=question, kind="text"), spec)
         return job_id
 
     # -- read --------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from sqlalchemy import CursorResult, Result, func, select, update
 
 from conductor.app.api_service import TERMINAL_VALUES, cancel_jobs, conversation_question
 from conductor.app.openai_shapes import chat_completion, job_workflows
-from conductor.app.service import Service
+from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota
 from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.problem import Problem
@@ -150,14 +150,13 @@ class Batches:
             raise InputError("body must be an object with a messages list")
         question = conversation_question([m for m in body["messages"] if isinstance(m, dict)])
         seen.add(custom_id)
-        return self.service._new_job(
-            Problem(id=custom_id, question=question, kind="text"),
-            samples=None,
+        spec = JobSpec(
             tenant_id=batch.tenant_id,
-            batch_id=batch.id,
-            line_no=line_no,
             priority=BATCH_PRIORITY,
             options={"api": "batch", "model": str(body.get("model") or "conductor")},
+        )
+        return self.service.new_job(
+            Problem(id=custom_id, question=question, kind="text"), spec, batch_id=batch.id, line_no=line_no
         )
 
     def _flush(self, batch_id: str, jobs: list[Job]) -> bool:

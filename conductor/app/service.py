@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from conductor.app import batch_stream
 from conductor.app.runtime import Runtime
 from conductor.app.views import job_view, trace_line
-from conductor.domain.errors import NotFound
+from conductor.domain.errors import InputError, NotFound
 from conductor.domain.inputs import read_problems
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB, JobStatus
@@ -27,6 +27,36 @@ class Submitter(Protocol):
     """Whatever starts jobs (the Celery dispatcher in practice)."""
 
     def submit(self, job_ids: list[str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """How to run a problem: everything a job carries besides the problem itself, the same for
+    one job (`Service.submit`) and for every job of a batch (`Service.submit_batch`)."""
+
+    tenant_id: str | None = None
+    samples: int | None = None  #: workflows sampled for the problem (G); None: the settings' default
+    priority: int = 5  #: the feeder admits higher first (interactive API work 9, batches lower)
+    options: dict[str, Any] | None = None  #: per-job overrides (see `Job.options`)
+    budget_tokens: int | None = None  #: the job ends as budget_exceeded past this many tokens
+    budget_usd: float | None = None  #: ... or past this cost
+    webhook_url: str | None = None  #: notified when the job ends (else the tenant's, for single jobs)
+    idempotency_key: str | None = None  #: one job per tenant and key: a repeat returns the first job
+
+    def columns(self, problem: Problem, *, default_samples: int) -> dict[str, Any]:
+        """The job row's columns that the problem and this spec decide."""
+        return {
+            "tenant_id": self.tenant_id,
+            "external_id": problem.id,
+            "idempotency_key": self.idempotency_key,
+            "priority": self.priority,
+            "problem": problem.model_dump(),
+            "samples": self.samples or default_samples,
+            "webhook_url": self.webhook_url,
+            "options": self.options or {},
+            "budget_tokens": self.budget_tokens,
+            "budget_usd": self.budget_usd,
+        }
 
 
 @dataclass
@@ -53,45 +83,22 @@ class Service:
         return self._feeder
 
     # -- submit --------------------------------------------------------------------------
-    def submit(
-        self,
-        problem: Problem,
-        *,
-        samples: int | None = None,
-        tenant_id: str | None = None,
-        idempotency_key: str | None = None,
-        priority: int = 5,
-        webhook_url: str | None = None,
-        options: dict[str, Any] | None = None,
-        budget_tokens: int | None = None,
-        budget_usd: float | None = None,
-        via_feeder: bool = False,
-    ) -> tuple[str, bool]:
+    def submit(self, problem: Problem, spec: JobSpec = JobSpec(), *, via_feeder: bool = False) -> tuple[str, bool]:
         """Create a job and start it; returns (job_id, created). A repeated idempotency key returns the first job.
 
         With `via_feeder` the job waits its turn in the feeder (tenant fair share, priority,
         back-pressure) instead of being sent to the broker at once.
         """
-        job = self._new_job(
-            problem,
-            samples=samples,
-            tenant_id=tenant_id,
-            idempotency_key=idempotency_key,
-            priority=priority,
-            webhook_url=webhook_url,
-            options=options,
-            budget_tokens=budget_tokens,
-            budget_usd=budget_usd,
-        )
+        job = self.new_job(problem, spec)
         if via_feeder:
             job.status = JobStatus.WAITING
         try:
             with self.rt.sessions.begin() as s:
                 s.add(job)
         except IntegrityError:
-            if idempotency_key is None:
+            if spec.idempotency_key is None:
                 raise
-            return self._by_key(tenant_id, idempotency_key), False
+            return self._by_key(spec.tenant_id, spec.idempotency_key), False
         if via_feeder:
             self.feeder.admit()
         else:
@@ -101,19 +108,15 @@ class Service:
     def submit_batch(
         self,
         path: str | Path,
+        spec: JobSpec = JobSpec(),
         *,
         format: str | None = None,
-        samples: int | None = None,
-        tenant_id: str | None = None,
         limit: int | None = None,
-        options: dict[str, Any] | None = None,
-        budget_tokens: int | None = None,
-        budget_usd: float | None = None,
-        priority: int = 5,
         keep_ids: bool = True,
         chunk: int = batch_stream.CHUNK,
     ) -> BatchReport:
-        """Submit every valid problem of a file; malformed lines are reported by number, not fatal.
+        """Submit every valid problem of a file, each job as `spec` says; malformed lines are
+        reported by number, not fatal.
 
         The file is streamed and jobs are inserted `chunk` at a time as ``waiting``; the feeder
         admits them into the broker as the cluster has room (after each chunk, then whenever
@@ -121,22 +124,17 @@ class Service:
         `keep_ids=False` no list of job ids is kept (100k-problem batches: follow them with
         `wait_batch` and `batch_result_lines`).
         """
-        batch = Batch(id=new_id(), tenant_id=tenant_id, source=str(path))
-        settings = self.rt.settings
+        if spec.idempotency_key is not None:
+            raise InputError("an idempotency key names one job, not every job of a batch")
+        batch = Batch(id=new_id(), tenant_id=spec.tenant_id, source=str(path))
+        samples = self.rt.settings.samples
 
         def row(problem: Problem, line: int) -> dict[str, Any]:
             return {
-                "tenant_id": tenant_id,
+                **spec.columns(problem, default_samples=samples),
                 "batch_id": batch.id,
                 "line_no": line,
-                "external_id": problem.id,
-                "priority": priority,
                 "status": JobStatus.WAITING,
-                "problem": problem.model_dump(),
-                "samples": samples or settings.samples,
-                "options": options or {},
-                "budget_tokens": budget_tokens,
-                "budget_usd": budget_usd,
             }
 
         streamed = batch_stream.insert_streaming(
@@ -151,35 +149,15 @@ class Service:
         )
         return BatchReport(batch_id=batch.id, job_ids=streamed.job_ids or [], rejected=streamed.rejected)
 
-    def _new_job(
-        self,
-        problem: Problem,
-        *,
-        samples: int | None,
-        tenant_id: str | None,
-        batch_id: str | None = None,
-        line_no: int | None = None,
-        idempotency_key: str | None = None,
-        priority: int = 5,
-        webhook_url: str | None = None,
-        options: dict[str, Any] | None = None,
-        budget_tokens: int | None = None,
-        budget_usd: float | None = None,
+    def new_job(
+        self, problem: Problem, spec: JobSpec, *, batch_id: str | None = None, line_no: int | None = None
     ) -> Job:
+        """A queued job row for `problem`, not yet stored (the caller adds it in its own transaction)."""
         return Job(
-            tenant_id=tenant_id,
+            **spec.columns(problem, default_samples=self.rt.settings.samples),
             batch_id=batch_id,
             line_no=line_no,
-            external_id=problem.id,
-            idempotency_key=idempotency_key,
-            priority=priority,
             status=JobStatus.QUEUED,
-            problem=problem.model_dump(),
-            samples=samples or self.rt.settings.samples,
-            webhook_url=webhook_url,
-            options=options or {},
-            budget_tokens=budget_tokens,
-            budget_usd=budget_usd,
         )
 
     def _by_key(self, tenant_id: str | None, key: str | None) -> str:

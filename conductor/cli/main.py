@@ -50,15 +50,14 @@ def solve(
     as_json: bool = typer.Option(False, "--json", help="Print the whole job as JSON."),
 ) -> None:
     """Run one problem through the pipeline and print the result."""
+    from conductor.app.service import JobSpec
     from conductor.domain.problem import Problem
 
     with errors_to_exit_codes(), running_system(load_settings()) as sysm:
         started = time.monotonic()
         job_id, _ = sysm.service.submit(
             Problem(question=question, answer=answer),
-            samples=samples,
-            budget_tokens=budget_tokens,
-            budget_usd=budget_usd,
+            JobSpec(samples=samples, budget_tokens=budget_tokens, budget_usd=budget_usd),
         )
         sysm.service.wait([job_id], timeout=timeout)
         view = sysm.service.job(job_id)
@@ -90,6 +89,8 @@ def run(
     """Submit a batch and follow it to the end with a progress bar; one JSON result line per problem."""
     from tqdm import tqdm
 
+    from conductor.app.service import JobSpec
+
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)  # fail before running, not after
         out.touch()
@@ -98,11 +99,9 @@ def run(
         # cluster has room (the feeder), and no list of job ids is held (100k-problem batches).
         report = sysm.service.submit_batch(
             file,
+            JobSpec(samples=samples, budget_tokens=budget_tokens, budget_usd=budget_usd),
             format=format,
-            samples=samples,
             limit=limit,
-            budget_tokens=budget_tokens,
-            budget_usd=budget_usd,
             keep_ids=False,
         )
         for bad in report.rejected:

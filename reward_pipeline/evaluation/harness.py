@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from conductor.app.runtime import Runtime
-from conductor.app.service import Service
+from conductor.app.service import JobSpec, Service
 from conductor.domain.errors import VerifierError
 from conductor.domain.problem import Problem
 from conductor.store import queries
@@ -180,7 +180,7 @@ def _submit(service: Service, pair: _Pair, run_id: str, out: Path) -> _Pair:
     # Keyed on the output folder and the pair: a rerun after an interruption picks up
     # the job it had already submitted (running or done) instead of submitting twice.
     key = hashlib.sha256(f"{out.resolve()}|{'|'.join(pair.key)}".encode()).hexdigest()[:40]
-    pair.job_id, _ = service.submit(pair.problem, idempotency_key=f"eval:{key}", **args)
+    pair.job_id, _ = service.submit(pair.problem, JobSpec(idempotency_key=f"eval:{key}", **args))
     pair.submitted_at = time.monotonic()
     return pair
 

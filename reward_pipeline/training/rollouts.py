@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from conductor.app.service import Service
+from conductor.app.service import JobSpec, Service
 from conductor.domain.problem import Problem
 from conductor.store.models import Job, Reward, Round
 from reward_pipeline.rewards import score_job
@@ -51,7 +51,7 @@ class Rollouts:
     timeout_s: float = 3600.0
 
     def run(self, problems: Sequence[Problem], *, samples: int, options: dict[str, Any]) -> RolloutBatch:
-        ids = [self.service.submit(p, samples=samples, options=dict(options))[0] for p in problems]
+        ids = [self.service.submit(p, JobSpec(samples=samples, options=dict(options)))[0] for p in problems]
         self.service.wait(ids, timeout=self.timeout_s)
         for job_id in ids:  # idempotent: returns the rows the reward queue already wrote
             score_job(self.service.rt, job_id)

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from conductor.app.runtime import Runtime
-from conductor.app.service import Service
+from conductor.app.service import JobSpec, Service
 from conductor.config.settings import Settings
 from conductor.domain.problem import Problem
 from conductor.engine import Engine, PlanRecord
@@ -88,9 +88,9 @@ def test_a_step_completed_twice_records_its_first_output_and_releases_nothing_mo
 
 def test_an_idempotency_key_returns_the_first_job_with_or_without_a_tenant(runtime):
     service = Service(runtime, NoQueue())
-    first, created = service.submit(Problem(question="q"), idempotency_key="k-1")
-    again, created_again = service.submit(Problem(question="q, sent twice"), idempotency_key="k-1")
-    other, _ = service.submit(Problem(question="q"), idempotency_key="k-2")
+    first, created = service.submit(Problem(question="q"), JobSpec(idempotency_key="k-1"))
+    again, created_again = service.submit(Problem(question="q, sent twice"), JobSpec(idempotency_key="k-1"))
+    other, _ = service.submit(Problem(question="q"), JobSpec(idempotency_key="k-2"))
     assert created and not created_again and again == first and other != first
     unkeyed = {service.submit(Problem(question="q"))[0] for _ in range(2)}
     assert len(unkeyed) == 2, "jobs without a key are never merged"

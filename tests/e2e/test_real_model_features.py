@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from conductor.app.runtime import Runtime
+from conductor.app.service import JobSpec
 from conductor.config.pool import load_pool
 from conductor.domain.problem import Problem
 from reward_pipeline.judge_client import make_judge
@@ -33,7 +34,7 @@ def _small_pool():
 def test_a_token_budget_stops_a_real_model_job_after_the_call_that_spent_it(home):
     with embedded_system(home, _small_pool(), recursion=False) as sys:
         # 60 tokens: less than the plan prompt alone (the compact prompt is ~110 tokens with the question).
-        job_id, _ = sys.service.submit(Problem(question="What is 12 + 30?"), budget_tokens=60)
+        job_id, _ = sys.service.submit(Problem(question="What is 12 + 30?"), JobSpec(budget_tokens=60))
         sys.service.wait([job_id], timeout=300)
         job = sys.service.job(job_id)
 

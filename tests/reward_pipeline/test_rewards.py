@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
+from conductor.app.service import JobSpec
 from conductor.domain.problem import Problem
 from conductor.store.models import Reward
 from reward_pipeline.rewards import RewardScheme, record_feedback, score_job
@@ -93,7 +94,7 @@ def scripted_server() -> Iterator[ScriptedLLMServer]:
 
 
 def _run(sys, problem: Problem, samples: int | None = None) -> tuple[str, dict]:
-    job_id, _ = sys.service.submit(problem, samples=samples)
+    job_id, _ = sys.service.submit(problem, JobSpec(samples=samples))
     sys.service.wait([job_id], timeout=60, poll_s=0.05)
     wait_scored(sys.runtime, job_id)
     return job_id, sys.service.job(job_id)

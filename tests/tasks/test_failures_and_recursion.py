@@ -6,6 +6,7 @@ import json
 
 from sqlalchemy import select
 
+from conductor.app.service import JobSpec
 from conductor.domain.problem import Problem
 from conductor.store.models import Round, Step
 from tests.conftest import default_script
@@ -14,12 +15,12 @@ from tests.support.scripted_llm import Reply, ScriptedLLMServer
 from tests.support.system import embedded_system
 
 
-def _solve(tmp_path, question, *, script=None, pool_kwargs=None, submit_kwargs=None, **settings):
+def _solve(tmp_path, question, *, script=None, pool_kwargs=None, spec=JobSpec(), **settings):
     server = ScriptedLLMServer(script or default_script()).start()
     try:
         pool = scripted_pool(server.base_url, **(pool_kwargs or {}))
         with embedded_system(tmp_path, pool, **settings) as sys:
-            job_id, _ = sys.service.submit(Problem(question=question), **(submit_kwargs or {}))
+            job_id, _ = sys.service.submit(Problem(question=question), spec)
             sys.service.wait([job_id], timeout=60)
             return sys.service.job(job_id), server
     finally:
@@ -100,7 +101,7 @@ def test_the_conductor_as_a_worker_runs_a_nested_workflow(tmp_path):
 
 
 def test_samples_run_g_independent_workflows_for_one_problem(tmp_path):
-    job, server = _solve(tmp_path, "[wf:single] x", recursion=False, submit_kwargs={"samples": 3})
+    job, server = _solve(tmp_path, "[wf:single] x", recursion=False, spec=JobSpec(samples=3))
 
     assert [c["sample"] for c in job["chains"]] == [0, 1, 2]
     assert all(c["status"] == "done" for c in job["chains"])
@@ -117,7 +118,7 @@ def test_a_model_call_budget_stops_the_job_in_budget_exceeded(tmp_path):
 
 
 def test_a_token_budget_stops_before_overspending(tmp_path):
-    job, _ = _solve(tmp_path, "[wf:chain] x", recursion=False, submit_kwargs={"budget_tokens": 15})
+    job, _ = _solve(tmp_path, "[wf:chain] x", recursion=False, spec=JobSpec(budget_tokens=15))
 
     assert job["status"] == "budget_exceeded"
     assert "tokens (budget 15)" in job["error"]
@@ -182,7 +183,8 @@ def test_trace_export_leaves_out_evaluation_jobs_unless_asked(tmp_path):
         with embedded_system(tmp_path, scripted_pool(server.base_url), recursion=False) as sys:
             prod, _ = sys.service.submit(Problem(question="[wf:single] production"))
             bench, _ = sys.service.submit(
-                Problem(question="[wf:single] benchmark"), options={"eval": {"run": "r1", "method": "conductor"}}
+                Problem(question="[wf:single] benchmark"),
+                JobSpec(options={"eval": {"run": "r1", "method": "conductor"}}),
             )
             sys.service.wait([prod, bench], timeout=60)
             default, everything = tmp_path / "train.jsonl", tmp_path / "all.jsonl"

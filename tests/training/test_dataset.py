@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import update
 
+from conductor.app.service import JobSpec
 from conductor.domain.problem import Problem
 from conductor.store.models import Checkpoint, Round
 from reward_pipeline.rewards import score_job
@@ -43,11 +44,11 @@ def filled(tmp_path):
             ids = []
             for i in range(3):
                 job_id, _ = sys.service.submit(
-                    Problem(id=f"p{i}", question=f"q{i}", answer="42", kind="math"), samples=2
+                    Problem(id=f"p{i}", question=f"q{i}", answer="42", kind="math"), JobSpec(samples=2)
                 )
                 ids.append(job_id)
             eval_id, _ = sys.service.submit(
-                Problem(question="qe", answer="42", kind="math"), samples=2, options={"eval": True}
+                Problem(question="qe", answer="42", kind="math"), JobSpec(samples=2, options={"eval": True})
             )
             sys.service.wait([*ids, eval_id], timeout=60, poll_s=0.05)
             for job_id in [*ids, eval_id]:
