@@ -10,23 +10,24 @@ import contextlib
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
-from conductor.domain.errors import ConductorError, ConfigError, InputError, NotFound
+from conductor.domain.errors import ConductorError, ConfigError, InputError, ModelServerUnreachable, NotFound
 
 if TYPE_CHECKING:
     from conductor.app.runtime import Runtime
     from conductor.app.service import Service
     from conductor.config.settings import Settings
 
-EXIT_CODES = {NotFound: 4, InputError: 3, ConfigError: 2}
 #: Exit code for a broker, database or model server that cannot be reached.
 UNREACHABLE_EXIT_CODE = 5
+EXIT_CODES = {NotFound: 4, InputError: 3, ConfigError: 2, ModelServerUnreachable: UNREACHABLE_EXIT_CODE}
 
 #: Set by the `--debug` option of the main command: errors keep their traceback.
 DEBUG = False
@@ -164,6 +165,34 @@ def unreachable_message(exc: BaseException, settings: Settings | None) -> str | 
             return (f"cannot reach the model server at {url} ({_first_line(link)}): is it running, and are "
                     "the pool's api_base and key variables right? (`conductor models check`)")  # fmt: skip
     return None
+
+
+class UnreachableFailures:
+    """Jobs that failed because a model server could not be reached, counted as a command follows
+    them; `exit_if_any` then ends the command with one line naming the server."""
+
+    def __init__(self) -> None:
+        self.jobs = 0
+        self.reasons: Counter[str] = Counter()
+        self._last_job = ""
+
+    def add(self, job: Mapping[str, Any]) -> None:
+        """Count one ended job (a result line or a job view)."""
+        self.jobs += 1
+        self._last_job = str(job.get("job_id"))
+        reason = ModelServerUnreachable.reason_in(job.get("error")) if job.get("status") == "failed" else None
+        if reason is not None:
+            self.reasons[reason] += 1
+
+    def __bool__(self) -> bool:
+        return bool(self.reasons)
+
+    def exit_if_any(self) -> None:
+        if self.reasons:
+            reason = self.reasons.most_common(1)[0][0]  # several servers down: the one most jobs hit
+            jobs = f"job {self._last_job}" if self.jobs == 1 else f"{self.reasons.total()} of {self.jobs} jobs"
+            typer.echo(f"error: {jobs} failed: {reason}", err=True)
+            raise typer.Exit(UNREACHABLE_EXIT_CODE)
 
 
 @contextlib.contextmanager

@@ -61,17 +61,20 @@ def solve(
         )
         sysm.service.wait([job_id], timeout=timeout)
         view = sysm.service.job(job_id)
+        unreachable = common.UnreachableFailures()
+        unreachable.add(view)
         if as_json:
             echo_json(view)
-            return
-        typer.echo(
-            f"job {job_id}: {view['status']} in {time.monotonic() - started:.1f}s, "
-            f"{view['tokens']} tokens, ${view['cost']:.6f}"
-        )
-        typer.echo("\n".join(_workflow_lines(view)))
-        typer.echo(f"answer: {view['answer'] if view['answer'] is not None else '-'}")
-        if view["error"]:
-            typer.echo(f"error: {view['error']}")
+        elif not unreachable or common.DEBUG:  # an unreachable server: its one line says it all
+            typer.echo(
+                f"job {job_id}: {view['status']} in {time.monotonic() - started:.1f}s, "
+                f"{view['tokens']} tokens, ${view['cost']:.6f}"
+            )
+            typer.echo("\n".join(_workflow_lines(view)))
+            typer.echo(f"answer: {view['answer'] if view['answer'] is not None else '-'}")
+            if view["error"]:
+                typer.echo(f"error: {view['error']}")
+        unreachable.exit_if_any()
 
 
 @app.command()
@@ -115,9 +118,11 @@ def run(
         sysm.service.wait_batch(report.batch_id, timeout=timeout, on_progress=progress)
         bar.close()
         sink = out.open("w") if out else sys.stdout
+        unreachable = common.UnreachableFailures()
         try:
             for line in sysm.service.batch_result_lines(report.batch_id):
                 sink.write(json.dumps(line) + "\n")
+                unreachable.add(line)
                 if show_workflows:
                     view = sysm.service.job(line["job_id"])
                     typer.echo(
@@ -135,6 +140,7 @@ def run(
             f"tokens, ${usage['cost_usd']:.6f}, {len(report.rejected)} line(s) rejected",
             err=True,
         )
+        unreachable.exit_if_any()
 
 
 @app.command()

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from conductor.cli.common import errors_to_exit_codes, load_settings
+from conductor.cli.common import UNREACHABLE_EXIT_CODE, errors_to_exit_codes, load_settings
+from conductor.domain.errors import ModelServerUnreachable
 
 if TYPE_CHECKING:  # the pool models are imported when a command runs, not for `--help`
     from conductor.config.pool import Limits, ModelSpec, Pool
@@ -120,7 +121,8 @@ def check(
     timeout: Annotated[float, typer.Option(help="Seconds each request may take.")] = 30.0,
     parallel: Annotated[int, typer.Option(min=1, help="Models checked at the same time.")] = 8,
 ) -> None:
-    """Send a tiny real request to every model through the gateway; exit 1 if any failed."""
+    """Send a tiny real request to every model through the gateway; exit 1 if any failed (5 when
+    every failure was a model server that could not be reached, each named on an `error:` line)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rich.console import Console
@@ -154,7 +156,10 @@ def check(
             style = "green" if status == "ok" else "red"
             table.add_row(index, name, spec.model, f"[{style}]{status}[/{style}]", f"{latency:.2f}s", detail)
         Console(width=200).print(table)
-        failed = sum(status != "ok" for status, _, _ in results)
+        failed = [detail for status, _, detail in results if status != "ok"]
         if failed:
-            typer.echo(f"{failed} of {len(rows)} model(s) failed", err=True)
-            raise typer.Exit(1)
+            typer.echo(f"{len(failed)} of {len(rows)} model(s) failed", err=True)
+            reasons = [ModelServerUnreachable.reason_in(detail) for detail in failed]
+            for reason in sorted({r for r in reasons if r is not None}):  # once per server, not per model
+                typer.echo(f"error: {reason}", err=True)
+            raise typer.Exit(UNREACHABLE_EXIT_CODE if None not in reasons else 1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class ConductorError(Exception):
     """Base of every error this project raises on purpose."""
@@ -35,6 +37,28 @@ class RateLimited(WorkerCallError):
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message, retryable=True, retry_after=retry_after)
         self.retry_after: float = retry_after
+
+
+class ModelServerUnreachable(WorkerCallError):
+    """A model server refused the connection or never accepted it, on every attempt of a call."""
+
+    def __init__(self, label: str, url: str, detail: str, *, attempts: int) -> None:
+        detail = " ".join(detail.replace("(", "[").replace(")", "]").split())[:120]
+        tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        self.reason = f"cannot reach the model server at {url} ({detail}, {tries}): {_CHECK}"
+        super().__init__(f"{label}: {self.reason}", retryable=True)
+        self.url = url
+
+    @staticmethod
+    def reason_in(text: str | None) -> str | None:
+        """The unreachable-server sentence inside a recorded failure reason, however much the
+        pipeline wrapped it (`sample 0: step 1 failed: alpha: ...`), so the CLI can print it alone."""
+        match = _UNREACHABLE.search(text or "")
+        return match.group(0) if match else None
+
+
+_CHECK = "is it running, and is api_base in the pool file right?"
+_UNREACHABLE = re.compile(r"cannot reach the model server at \S+ \([^()]*\): " + re.escape(_CHECK))
 
 
 class BudgetExceeded(ConductorError):

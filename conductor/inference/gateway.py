@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import httpx
 import litellm
 
 from conductor.config.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
-from conductor.domain.errors import RateLimited, WorkerCallError
+from conductor.domain.errors import ModelServerUnreachable, RateLimited, WorkerCallError
 from conductor.inference import local_backend
 from conductor.inference.policy import ActivePolicy, ActivePolicyCache, lora_name
 from conductor.inference.vllm_server import TOKEN_ID_EXTRA_BODY, TOKEN_ID_PREFIX, completion_token_ids_and_logprobs
@@ -88,6 +89,31 @@ def _retry_after(exc: Exception) -> float | None:
         return float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
+
+
+def _unreachable(exc: BaseException, spec: ModelSpec) -> tuple[str, str] | None:
+    """(the server's address, why) when `exc` says no connection to the model server was made
+    (refused, unknown host, connect timeout); None for errors of a server that answered, or a
+    read timeout. litellm re-raises these as its own errors, so the cause is found in the chain."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, httpx.ConnectError | httpx.ConnectTimeout):
+            try:
+                url = link.request.url
+                where = f"{url.scheme}://{url.netloc.decode()}"
+            except RuntimeError:  # httpx raises when the error was made without its request
+                where = "the model server"
+            return spec.api_base or where, _innermost(link)
+        link = link.__cause__ or link.__context__
+    return None
+
+
+def _innermost(exc: BaseException) -> str:
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return str(exc) or type(exc).__name__
 
 
 def _field(obj: Any, key: str) -> Any:
@@ -245,7 +271,9 @@ class Gateway:
             except RateLimited:
                 raise  # not a failure: the step is re-queued and retries this same worker later
             except WorkerCallError as exc:
-                errors.append(f"{current.name}: {exc}")
+                if len(tried) == 1 and not current.fallback:
+                    raise  # no fallback: the error as it is (a ModelServerUnreachable stays one)
+                errors.append(str(exc))  # it starts with the worker's name
                 current = self.pool.worker(current.fallback) if current.fallback else None
         raise WorkerCallError("; ".join(errors) or f"{name}: no attempt made")
 
@@ -257,6 +285,7 @@ class Gateway:
         self, spec: ModelSpec, messages: list[dict], *, label: str, want_logprobs: bool = False
     ) -> Completion:
         errors: list[str] = []
+        last: Exception | None = None
         for attempt in range(1, spec.retries + 2):
             try:
                 result = self._call_once(spec, messages, label=label, want_logprobs=want_logprobs)
@@ -264,6 +293,7 @@ class Gateway:
                 result.errors = errors
                 return result
             except RETRYABLE as exc:
+                last = exc
                 errors.append(f"attempt {attempt}: {type(exc).__name__}: {str(exc)[:300]}")
                 retry_after = _retry_after(exc)
                 if retry_after is not None and retry_after > self.max_inline_wait_s:
@@ -281,6 +311,9 @@ class Gateway:
                 raise  # our own cluster limit said "later": the caller re-queues, nothing failed
             except Exception as exc:  # bad request, auth, unknown model: retrying will not help
                 raise WorkerCallError(f"{label}: {type(exc).__name__}: {str(exc)[:500]}") from exc
+        unreachable = _unreachable(last, spec) if last is not None else None
+        if unreachable is not None:
+            raise ModelServerUnreachable(label, *unreachable, attempts=spec.retries + 1) from last
         raise WorkerCallError(f"{label}: failed after {spec.retries + 1} attempts: {errors[-1]}", retryable=True)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:

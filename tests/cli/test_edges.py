@@ -1,16 +1,22 @@
-"""Clear errors at the edges: an unreachable broker or database is one line naming the URL (no
-password) and what to check, a non-zero exit and no traceback unless `--debug`; `conductor
---help` answers quickly because no heavy library is imported before a command runs."""
+"""Clear errors at the edges: an unreachable broker, database or model server is one line naming
+the URL (no password) and what to check, a non-zero exit and no traceback unless `--debug`;
+`conductor --help` answers quickly because no heavy library is imported before a command runs."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import yaml
+
+from tests.support.api_deployment import free_port
+from tests.support.pools import scripted_pool
 
 ROOT = Path(__file__).resolve().parents[2]
 CONDUCTOR = [sys.executable, "-m", "conductor.cli.main"]
@@ -76,3 +82,43 @@ def test_status_without_a_job_reports_embedded_mode(tmp_path):
     out = _run(["status"], tmp_path)
     assert out.returncode == 0, out.stderr
     assert '"mode": "embedded' in out.stdout and '"jobs_waiting_for_score": 0' in out.stdout
+
+
+def _dead_pool(tmp_path: Path) -> tuple[str, dict[str, str]]:
+    """A pool whose every model is served at a port nothing listens on, with one quick retry."""
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    pool = scripted_pool(dead, retries=1, timeout_s=5).model_dump(mode="json", exclude_none=True)
+    (tmp_path / "pool.yaml").write_text(yaml.safe_dump(pool))
+    return dead, {"CONDUCTOR_POOL_FILE": str(tmp_path / "pool.yaml")}
+
+
+def test_solve_against_an_unreachable_model_server_is_one_line_naming_it(tmp_path):
+    dead, env = _dead_pool(tmp_path)
+    out = _run(["solve", "What is 2 + 2?"], tmp_path, **env)
+    assert out.returncode == 5, out.stderr
+    assert out.stdout == "" and "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert re.fullmatch(
+        rf"error: job \w+ failed: cannot reach the model server at {re.escape(dead)} \(.*Connection refused, "
+        r"2 attempts\): is it running, and is api_base in the pool file right\?",
+        lines[0],
+    ), lines[0]
+    debug = _run(["--debug", "solve", "What is 2 + 2?"], tmp_path, **env)
+    assert debug.returncode == 5 and "round 0 (plan): failed" in debug.stdout, "--debug shows the whole job too"
+
+
+def test_run_against_an_unreachable_model_server_records_every_job_failed_and_says_why_once(tmp_path):
+    dead, env = _dead_pool(tmp_path)
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text('{"id": "a", "question": "1 + 1?"}\n{"id": "b", "question": "2 + 2?"}\n')
+    out = _run(["run", str(problems), "--out", str(tmp_path / "results.jsonl")], tmp_path, **env)
+    assert out.returncode == 5, out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: 2 of 2 jobs failed: cannot reach the model server at {dead} ("
+    )
+    assert "Traceback" not in out.stderr
+    results = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["status"]) for r in results] == [("a", "failed"), ("b", "failed")]
+    assert all(f"cannot reach the model server at {dead}" in r["error"] for r in results)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conductor.config.pool import Pool
-from conductor.domain.errors import RateLimited, WorkerCallError
+from conductor.domain.errors import ModelServerUnreachable, RateLimited, WorkerCallError
 from conductor.domain.problem import Problem
 from conductor.inference.gateway import Gateway
 from tests.conftest import default_script
@@ -91,7 +91,7 @@ def test_server_errors_exhaust_the_retries_then_the_fallback_answers(tmp_path):
     assert c.served_by == "beta" and c.worker == "alpha" and c.text == "beta here"
     assert len(server.calls_for("scripted-worker-alpha")) == 3, "1 call + 2 retries before falling back"
     assert len(server.calls_for("scripted-worker-beta")) == 1
-    assert len(c.errors) == 1 and c.errors[0].startswith("alpha: alpha: failed after 3 attempts")
+    assert len(c.errors) == 1 and c.errors[0].startswith("alpha: failed after 3 attempts")
     assert "alpha is down" in c.errors[0]
 
 
@@ -108,23 +108,65 @@ def test_a_timeout_is_retried_then_fails_naming_the_timeout(tmp_path):
 
     assert len(server.calls_for("scripted-worker-alpha")) == 2
     assert "failed after 2 attempts" in str(info.value) and "Timeout" in str(info.value)
+    assert not isinstance(info.value, ModelServerUnreachable), "it was reached: it answered too slowly"
     assert elapsed < 2.5, "each attempt gives up at its 0.5 s timeout, not when the server answers"
 
 
-def test_a_dead_endpoint_fails_with_a_connection_error(tmp_path):
+def _solve_embedded(tmp_path, pool: Pool, question: str) -> dict:
+    with embedded_system(tmp_path, pool, recursion=False) as sys:
+        sys.runtime.gateway.backoff_base_s = 0.01
+        job_id, _ = sys.service.submit(Problem(question=question))
+        sys.service.wait([job_id], timeout=60)
+        return sys.service.job(job_id)
+
+
+def _closed_port() -> int:
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    gateway = _gateway(scripted_pool(f"http://127.0.0.1:{port}/v1", retries=1, timeout_s=5), tmp_path)
+        return int(s.getsockname()[1])
+
+
+def test_a_dead_endpoint_fails_fast_naming_its_address_and_what_to_check(tmp_path):
+    dead = f"http://127.0.0.1:{_closed_port()}/v1"
+    gateway = _gateway(scripted_pool(dead, retries=1, timeout_s=5), tmp_path)
 
     started = time.monotonic()
-    with pytest.raises(WorkerCallError) as info:
+    with pytest.raises(ModelServerUnreachable) as info:
         gateway.call_worker("beta", HI)
 
-    assert "beta: failed after 2 attempts" in str(info.value)
-    # litellm files a refused connection under InternalServerError; the message says what it is.
-    assert "Connection error" in str(info.value)
+    # litellm files a refused connection under InternalServerError ("Connection error."); the
+    # reason names the address from the pool file and the refusal underneath.
+    assert str(info.value).startswith(f"beta: cannot reach the model server at {dead} (")
+    assert "Connection refused, 2 attempts): is it running, and is api_base in the pool file right?" in str(info.value)
+    assert info.value.url == dead
     assert time.monotonic() - started < 5, "a refused connection fails fast"
+
+
+def test_end_to_end_a_job_whose_model_server_is_down_fails_with_its_address_after_retries_and_fallback(tmp_path):
+    server = _server(default_script())
+    dead = f"http://127.0.0.1:{_closed_port()}/v1"
+    try:
+        pool = Pool.model_validate(
+            {
+                "conductor": {"model": "openai/scripted-conductor", "api_base": server.base_url, "retries": 0},
+                "workers": [
+                    {"name": "alpha", "model": "openai/a", "description": "a", "api_base": dead, "retries": 1,
+                     "fallback": "beta"},
+                    {"name": "beta", "model": "openai/b", "description": "b", "api_base": dead, "retries": 1},
+                ],
+            }
+        )  # fmt: skip
+        job = _solve_embedded(tmp_path, pool, "[wf:single] x")
+    finally:
+        server.stop()
+
+    assert job["status"] == "failed"
+    step = job["chains"][0]["rounds"][0]["steps"][0]
+    assert step["status"] == "failed"
+    for worker in ("alpha", "beta"):  # both were tried, each with its retry
+        assert f"{worker}: cannot reach the model server at {dead} (" in step["error"]
+        assert "2 attempts" in step["error"]
+    assert ModelServerUnreachable.reason_in(job["error"]) is not None, job["error"]
 
 
 def test_end_to_end_a_step_whose_worker_always_fails_ends_failed_with_the_reason(tmp_path):
@@ -136,11 +178,7 @@ def test_end_to_end_a_step_whose_worker_always_fails_ends_failed_with_the_reason
     server = _server(script)
     try:
         pool = scripted_pool(server.base_url, retries=1)
-        with embedded_system(tmp_path, pool, recursion=False) as sys:
-            sys.runtime.gateway.backoff_base_s = 0.01
-            job_id, _ = sys.service.submit(Problem(question="[wf:chain] x"))
-            sys.service.wait([job_id], timeout=60)
-            job = sys.service.job(job_id)
+        job = _solve_embedded(tmp_path, pool, "[wf:chain] x")
     finally:
         server.stop()
 
@@ -197,3 +235,24 @@ def test_models_check_reports_each_model_and_fails_if_any_did(tmp_path):
     assert "FAILED" in rows["beta"] and "beta is overloaded" in " ".join(result.output.split())
     assert len(server.calls_for("scripted-worker-beta")) == 1, "a check does not retry"
     assert "1 of 3 model(s) failed" in result.output
+
+
+def test_models_check_names_an_unreachable_server_once_and_exits_5(tmp_path):
+    import yaml
+    from typer.testing import CliRunner
+
+    from conductor.cli.main import app
+
+    dead = f"http://127.0.0.1:{_closed_port()}/v1"
+    pool_file = tmp_path / "pool.yaml"
+    pool_file.write_text(yaml.safe_dump(scripted_pool(dead, retries=3).model_dump(exclude_none=True)))
+    result = CliRunner().invoke(
+        app, ["models", "check", "--pool", str(pool_file), "--timeout", "5"], env={"CONDUCTOR_HOME": str(tmp_path)}
+    )
+
+    assert result.exit_code == 5, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, "three models on one server: one line"
+    assert errors[0].startswith(f"error: cannot reach the model server at {dead} (")
+    assert "1 attempt)" in errors[0], "a check does not retry"
+    assert "3 of 3 model(s) failed" in result.output and "Traceback" not in result.output
