@@ -62,11 +62,8 @@ class ApiService:
         idempotency key returns the first job."""
         spec = replace(spec, tenant_id=tenant_id)
         key = spec.idempotency_key
-        if key is not None:
-            with self.sessions() as s:
-                found = s.scalar(select(Job.id).where(Job.tenant_id == tenant_id, Job.idempotency_key == key))
-            if found is not None:
-                return found, False
+        if key is not None and (first := self.service.job_for_key(tenant_id, key)) is not None:
+            return first, False  # before the quota check: a retry of an accepted request is never refused
         check_quota(self.sessions, tenant_id)
         # Through the feeder: the job waits its turn (tenant fair share, priority, in-flight cap).
         return self.service.submit(problem, spec, via_feeder=True)

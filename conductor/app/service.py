@@ -95,10 +95,13 @@ class Service:
         try:
             with self.rt.sessions.begin() as s:
                 s.add(job)
-        except IntegrityError:
+        except IntegrityError as exc:
             if spec.idempotency_key is None:
                 raise
-            return self._by_key(spec.tenant_id, spec.idempotency_key), False
+            first = self.job_for_key(spec.tenant_id, spec.idempotency_key)
+            if first is None:
+                raise NotFound(f"no job with idempotency key {spec.idempotency_key!r}") from exc
+            return first, False
         if via_feeder:
             self.feeder.admit()
         else:
@@ -160,17 +163,15 @@ class Service:
             status=JobStatus.QUEUED,
         )
 
-    def _by_key(self, tenant_id: str | None, key: str | None) -> str:
+    def job_for_key(self, tenant_id: str | None, key: str) -> str | None:
+        """The job an idempotency key already created for the tenant (None: not yet)."""
         with self.rt.sessions() as s:
-            job_id = s.scalar(
+            return s.scalar(
                 select(Job.id).where(
                     Job.tenant_id == tenant_id,  # None compiles to IS NULL
                     Job.idempotency_key == key,
                 )
             )
-        if job_id is None:
-            raise NotFound(f"no job with idempotency key {key!r}")
-        return job_id
 
     # -- read ----------------------------------------------------------------------------
     def wait(
