@@ -13,8 +13,8 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.exc import DBAPIError
 
 from conductor.app.service import JobSpec, Service
-from conductor.app.tenants import check_quota
-from conductor.domain.errors import InputError, NotFound
+from conductor.app.tenants import check_quota, owned
+from conductor.domain.errors import InputError
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB, ChainStatus, JobStatus, RoundStatus, StepStatus
 from conductor.store.models import Chain, Job, Round, Step, utcnow
@@ -84,10 +84,7 @@ class ApiService:
     # -- read --------------------------------------------------------------------------------
     def _own(self, tenant_id: str, job_id: str) -> Job:
         with self.sessions() as s:
-            job = s.get(Job, job_id)
-            if job is None or job.tenant_id != tenant_id:
-                raise NotFound(f"no job {job_id}")
-            return job
+            return owned(s, Job, job_id, tenant_id, "job")
 
     def job(self, tenant_id: str, job_id: str) -> dict[str, Any]:
         self._own(tenant_id, job_id)

@@ -19,7 +19,7 @@ from sqlalchemy import CursorResult, Result, func, select, update
 from conductor.app.api_service import TERMINAL_VALUES, cancel_jobs, conversation_question
 from conductor.app.openai_shapes import chat_completion, job_workflows
 from conductor.app.service import JobSpec, Service
-from conductor.app.tenants import check_quota
+from conductor.app.tenants import check_quota, owned
 from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.problem import Problem
 from conductor.domain.states import BatchStatus, JobStatus
@@ -70,10 +70,7 @@ class Batches:
 
     def file(self, tenant_id: str, file_id: str) -> File:
         with self.sessions() as s:
-            row = s.get(File, file_id)
-        if row is None or row.tenant_id != tenant_id:
-            raise NotFound(f"no file {file_id}")
-        return row
+            return owned(s, File, file_id, tenant_id, "file")
 
     # -- batches -----------------------------------------------------------------------------
     def create(
@@ -180,8 +177,8 @@ class Batches:
     # -- read --------------------------------------------------------------------------------
     def get(self, tenant_id: str, batch_id: str) -> dict[str, Any]:
         with self.sessions() as s:
-            batch = s.get(Batch, batch_id)
-            if batch is None or batch.tenant_id != tenant_id or batch.status is None:
+            batch = owned(s, Batch, batch_id, tenant_id, "batch")
+            if batch.status is None:  # a CLI batch (`conductor run`): not a Batch API object
                 raise NotFound(f"no batch {batch_id}")
             return self.view(batch, self.counts(batch_id, batch.invalid_lines))
 
@@ -189,9 +186,7 @@ class Batches:
         q = select(Batch).where(Batch.tenant_id == tenant_id, Batch.status.is_not(None))
         with self.sessions() as s:
             if after:
-                anchor = s.get(Batch, after)
-                if anchor is None or anchor.tenant_id != tenant_id:
-                    raise NotFound(f"no batch {after}")
+                anchor = owned(s, Batch, after, tenant_id, "batch")
                 q = q.where(
                     (Batch.created_at < anchor.created_at)
                     | ((Batch.created_at == anchor.created_at) & (Batch.id < anchor.id))

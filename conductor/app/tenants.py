@@ -7,17 +7,30 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from conductor.domain.errors import InputError, QuotaExceeded
+from conductor.domain.errors import InputError, NotFound, QuotaExceeded
 from conductor.domain.states import TERMINAL_JOB
-from conductor.store.models import ApiKey, Job, Tenant, utcnow
+from conductor.store.models import ApiKey, Batch, File, Job, Tenant, utcnow
 
 #: What a key may be allowed to do; a key created without scopes gets all of them.
 SCOPES = ("models", "chat", "jobs", "files", "batches")
 KEY_PREFIX = "ck-"
+
+
+Owned = TypeVar("Owned", Job, Batch, File)
+
+
+def owned(s: Session, model: type[Owned], row_id: str, tenant_id: str, what: str) -> Owned:
+    """The row if the tenant owns it. Another tenant's row is simply not found, with the same
+    message as a missing one, so an id never confirms that someone else's record exists."""
+    row = s.get(model, row_id)
+    if row is None or row.tenant_id != tenant_id:
+        raise NotFound(f"no {what} {row_id}")
+    return row
 
 
 def hash_key(key: str) -> str:

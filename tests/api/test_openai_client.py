@@ -101,6 +101,7 @@ def test_batches_cancel_and_isolation_between_tenants(deployment: Deployment):
     for call in (
         lambda: b.batches.retrieve(batch.id),
         lambda: b.batches.cancel(batch.id),
+        lambda: list(b.batches.list(after=batch.id)),  # nor as a page cursor
         lambda: b.files.retrieve(f.id),
         lambda: b.files.content(f.id),
     ):
