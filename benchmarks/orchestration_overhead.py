@@ -16,6 +16,10 @@ under the batch, and CPU seconds per task.
     python benchmarks/orchestration_overhead.py                         # 0, 0.2 and 1 s
     python benchmarks/orchestration_overhead.py --latency 0 --jobs 400 --procs 1,2,4
     python benchmarks/orchestration_overhead.py --latency 0 --profile 20  # py-spy of worker 1, 20 s
+    python benchmarks/orchestration_overhead.py --latency 0 --litellm   # + every call through litellm
+
+Self-hosted OpenAI-protocol servers are called with the openai client by default
+(`direct_openai`); `--litellm` adds, per system mode, a row with every call through litellm.
 """
 
 from __future__ import annotations
@@ -239,15 +243,17 @@ def _run_jobs(service: Any, n: int, *, serial: bool = False, offset: int = 0) ->
     return secs, lat, [_kind(i) for i in range(offset, offset + n)]
 
 
-def embedded(pool: Any, n: int, concurrency: int, latency: float) -> Result:
+def embedded(pool: Any, n: int, concurrency: int, latency: float, direct: bool = True) -> Result:
     from tests.support.system import embedded_system
 
-    with embedded_system(Path(tempfile.mkdtemp()), pool, concurrency=concurrency, max_rounds=2) as sysm:
+    home = Path(tempfile.mkdtemp())
+    with embedded_system(home, pool, concurrency=concurrency, max_rounds=2, direct_openai=direct) as sysm:
         _, idle, idle_kinds = _run_jobs(sysm.service, len(KINDS) * 2, serial=True, offset=10**6)
         cpu0 = time.process_time()
         secs, lat, kinds = _run_jobs(sysm.service, n)
         cpu = time.process_time() - cpu0
-    res = Result(f"(b) embedded: memory://, SQLite, {concurrency} threads", n, secs, lat, kinds, cpu_s=cpu)
+    via = "" if direct else ", litellm"
+    res = Result(f"(b) embedded: memory://, SQLite, {concurrency} threads{via}", n, secs, lat, kinds, cpu_s=cpu)
     res.idle_overhead_ms = _overhead_ms(idle, idle_kinds, latency)
     return res
 
@@ -267,7 +273,9 @@ def services_available() -> str | None:
     return None
 
 
-def cluster(pool: Any, n: int, concurrency: int, procs: int, latency: float, profile: int | None = None) -> Result:
+def cluster(
+    pool: Any, n: int, concurrency: int, procs: int, latency: float, profile: int | None = None, direct: bool = True
+) -> Result:
     import psutil
     import redis
     from sqlalchemy import create_engine, text
@@ -286,9 +294,9 @@ def cluster(pool: Any, n: int, concurrency: int, procs: int, latency: float, pro
     home = Path(tempfile.mkdtemp())
     broker, db = "redis://127.0.0.1:6379/15", "postgresql+psycopg://root@127.0.0.1/conductor_bench"
     redis.Redis.from_url(broker).flushdb()
-    extra = {"max_rounds": "2"}
+    extra = {"max_rounds": "2", "direct_openai": str(direct).lower()}
     env = cluster_env(home, broker, db, write_pool(pool, home / "pool.yaml"), **extra)
-    settings = Settings(home=home, broker_url=broker, database_url=db, max_rounds=2)
+    settings = Settings(home=home, broker_url=broker, database_url=db, max_rounds=2, direct_openai=direct)
     runtime = Runtime(settings, pool=pool)
     service = Service(runtime, Dispatcher(create_app(settings, runtime)))
     runtime.migrate()
@@ -319,7 +327,12 @@ def cluster(pool: Any, n: int, concurrency: int, procs: int, latency: float, pro
         runtime.close()
         admin.dispose()
     res = Result(
-        f"(b) Redis+PostgreSQL, {procs} worker proc x {threads} threads", n, secs, lat, kinds, cpu_s=workers_cpu
+        f"(b) Redis+PostgreSQL, {procs} worker proc x {threads} threads{'' if direct else ', litellm'}",
+        n,
+        secs,
+        lat,
+        kinds,
+        cpu_s=workers_cpu,
     )
     res.notes["client_cpu_s"] = client_cpu
     res.idle_overhead_ms = _overhead_ms(idle, idle_kinds, latency)
@@ -334,7 +347,7 @@ def _py_spy(pid: int, seconds: int, home: Path) -> Any:
     out.parent.mkdir(exist_ok=True)
     print(f"(py-spy: {out})")
     return subprocess.Popen(
-        ["py-spy", "record", "-p", str(pid), "-d", str(seconds), "-f", "raw", "-o", str(out), "--nonblocking"],
+        ["py-spy", "record", "-p", str(pid), "-d", str(seconds), "-f", "raw", "-o", str(out), "--nonblocking", "--gil"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -374,6 +387,7 @@ def main() -> None:
     ap.add_argument("--no-embedded", action="store_true")
     ap.add_argument("--no-cluster", action="store_true")
     ap.add_argument("--profile", type=int, help="py-spy the first worker process for this many seconds.")
+    ap.add_argument("--litellm", action="store_true", help="Also run each system mode with every call via litellm.")
     args = ap.parse_args()
     from tests.support.pools import scripted_pool
 
@@ -385,13 +399,14 @@ def main() -> None:
         with scripted_server(latency) as url:
             pool = scripted_pool(url, timeout_s=60)
             rows = [direct_loop(pool, n, args.concurrency, latency)]
+            paths = [True, False] if args.litellm else [True]
             if not args.no_embedded:
-                rows.append(embedded(pool, n, args.concurrency, latency))
+                rows += [embedded(pool, n, args.concurrency, latency, direct) for direct in paths]
             if not args.no_cluster and not skip:
                 for procs in [int(p) for p in args.procs.split(",")]:
-                    rows.append(cluster(pool, n, args.concurrency, procs, latency, args.profile))
+                    rows += [cluster(pool, n, args.concurrency, procs, latency, args.profile, d) for d in paths]
         report(latency, args.concurrency, rows)
-        cl = [r for r in rows if "Redis" in r.mode]
+        cl = [r for r in rows if "Redis" in r.mode and "litellm" not in r.mode]
         if len(cl) > 1:
             scale = ", ".join(f"{r.mode.split(', ')[1].split(' x')[0]}: {r.jobs_per_s:.1f} jobs/s" for r in cl)
             print(f"\nscaling with worker processes: {scale}")

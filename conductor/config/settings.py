@@ -44,6 +44,12 @@ class Settings(BaseSettings):
         None, description="Pool worker that judges rubric problems; default: a worker named `judge`, if any."
     )
 
+    direct_openai: bool = Field(
+        True,
+        description="Call self-hosted OpenAI-protocol servers (vLLM, `openai/` with an api_base) with the "
+        "openai client instead of litellm, which only adds per-call CPU there.",
+    )
+
     step_lease_s: float = Field(660.0, gt=0, description="A claimed step or plan not finished by then is re-run.")
     task_time_limit_s: float = Field(600.0, gt=0, description="Hard time limit of every task (prefork pools).")
     reaper_interval_s: float = Field(30.0, gt=0, description="How often beat runs the reaper.")

@@ -1,7 +1,9 @@
 """The one path for every model call: litellm with timeouts, retries, fallbacks, limits and accounting.
 
-Hosted APIs, OpenAI-compatible servers, vLLM (`hosted_vllm/`) and the in-process
-transformers backend (`local/`) all go through `litellm.completion`.
+Hosted APIs and the in-process transformers backend (`local/`) go through `litellm.completion`;
+a self-hosted OpenAI-protocol server (vLLM as `hosted_vllm/`, or `openai/` with an `api_base`)
+is called directly with the `openai` client (`conductor.inference.openai_compatible`: the same
+request without litellm's per-call overhead), unless `direct_openai=False`.
 
 Conductor calls also bring back what GRPO training needs, never re-tokenised: the sampled
 completion token ids with their logprobs, and the prompt token ids the model actually saw.
@@ -27,10 +29,12 @@ from typing import Any, Protocol
 
 import httpx
 import litellm
+import openai
 
 from conductor.config.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
 from conductor.domain.errors import ModelServerUnreachable, RateLimited, WorkerCallError
 from conductor.inference import local_backend
+from conductor.inference.openai_compatible import OpenAICompatible, eligible
 from conductor.inference.policy import ActivePolicy, ActivePolicyCache, lora_name
 from conductor.inference.vllm_server import TOKEN_ID_EXTRA_BODY, TOKEN_ID_PREFIX, completion_token_ids_and_logprobs
 
@@ -38,8 +42,12 @@ log = logging.getLogger(__name__)
 
 litellm.suppress_debug_info = True  # it prints provider banners on every unknown-price lookup
 
-# Errors worth another attempt; anything else (bad request, auth) fails at once.
+# Errors worth another attempt; anything else (bad request, auth) fails at once. litellm's
+# errors subclass the openai ones, except its 502/503 classes, which are listed as well.
 RETRYABLE = (
+    openai.RateLimitError,
+    openai.APIConnectionError,  # and APITimeoutError
+    openai.InternalServerError,  # every 5xx on the direct path
     litellm.exceptions.RateLimitError,
     litellm.exceptions.Timeout,
     litellm.exceptions.APIConnectionError,
@@ -99,15 +107,23 @@ def _unreachable(exc: BaseException, spec: ModelSpec) -> tuple[str, str] | None:
     link: BaseException | None = exc
     while link is not None and id(link) not in seen:
         seen.add(id(link))
-        if isinstance(link, httpx.ConnectError | httpx.ConnectTimeout):
+        if _is_connect_error(link):
             try:
-                url = link.request.url
+                url = link.request.url  # type: ignore[attr-defined]  # an httpx (or httpx2) error
                 where = f"{url.scheme}://{url.netloc.decode()}"
             except RuntimeError:  # httpx raises when the error was made without its request
                 where = "the model server"
             return spec.api_base or where, _innermost(link)
         link = link.__cause__ or link.__context__
     return None
+
+
+def _is_connect_error(exc: BaseException) -> bool:
+    # By name: litellm raises httpx's classes, the openai client those of its own copy (`httpx2`).
+    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) or (
+        type(exc).__module__.split(".")[0].startswith("httpx")
+        and type(exc).__name__ in ("ConnectError", "ConnectTimeout")
+    )
 
 
 def _innermost(exc: BaseException) -> str:
@@ -160,6 +176,7 @@ class Gateway:
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
         max_inline_wait_s: float = 10.0,
+        direct_openai: bool = True,
     ) -> None:
         self.pool = pool
         self.max_inline_wait_s = max_inline_wait_s
@@ -168,6 +185,7 @@ class Gateway:
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self.local_models = local_backend.register()
+        self._direct = OpenAICompatible() if direct_openai else None
         self._switch_lock = threading.Lock()
         self._active: ActivePolicyCache | None = None
         self._followed: str | None = None  #: the active checkpoint last acted on (None: none yet)
@@ -353,8 +371,9 @@ class Gateway:
                 kwargs["extra_body"] = {**TOKEN_ID_EXTRA_BODY, "top_k": -1}
         estimate = spec.max_tokens + sum(len(str(m.get("content", ""))) for m in messages) // 4
         started = time.perf_counter()
+        direct = self._direct is not None and eligible(spec.provider, spec.api_base, spec.reasoning_effort)
         with self.limiter.slot(spec, estimated_tokens=estimate):
-            response = litellm.completion(**kwargs)
+            response = self._direct.completion(kwargs) if direct and self._direct else litellm.completion(**kwargs)
         latency = time.perf_counter() - started
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
@@ -367,7 +386,7 @@ class Gateway:
             worker=label,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            cost_usd=self._cost(spec, response, prompt_tokens, completion_tokens),
+            cost_usd=self._cost(spec, None if direct else response, prompt_tokens, completion_tokens),
             latency_s=latency,
             token_ids=token_ids,
             logprobs=logprobs,
@@ -375,12 +394,18 @@ class Gateway:
             served_by=label,
         )
 
-    def _cost(self, spec: ModelSpec, response: Any, prompt_tokens: int, completion_tokens: int) -> float:
+    def _cost(self, spec: ModelSpec, response: Any | None, prompt_tokens: int, completion_tokens: int) -> float:
+        """The pool's price when it gives one, else litellm's price map (0 for models it does not know)."""
         if spec.price is not None:
             return prompt_tokens * spec.price.input_per_token + completion_tokens * spec.price.output_per_token
         if spec.provider in (local_backend.PROVIDER, "hosted_vllm"):
             return 0.0
         try:
+            if response is None:  # a direct call: price the token counts, not a litellm response
+                costs = litellm.cost_per_token(
+                    model=spec.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+                )
+                return float(sum(costs))
             return float(litellm.completion_cost(completion_response=response) or 0.0)
         except Exception:  # unknown models have no price in the local map
             return 0.0
