@@ -120,6 +120,19 @@ def test_conductor_calls_ask_for_token_ids_and_worker_calls_do_not(scripted, tmp
     assert c.policy_version == "scripted-v0"
 
 
+def test_the_direct_openai_path_sends_and_reads_exactly_what_litellm_does(scripted, tmp_path):
+    """Self-hosted servers skip litellm (its per-call CPU); nothing a trace or a bill needs may change."""
+    direct = Gateway(scripted_pool(scripted.base_url), model_home=tmp_path)
+    via_litellm = Gateway(scripted_pool(scripted.base_url), model_home=tmp_path, direct_openai=False)
+    a, b = direct.call_conductor(MESSAGES), via_litellm.call_conductor(MESSAGES)
+    for field in ("text", "prompt_tokens", "completion_tokens", "cost_usd", "token_ids", "logprobs", "sampling"):
+        assert getattr(a, field) == getattr(b, field), field
+    sent = [c.body for c in scripted.calls_for("scripted-conductor")]
+    keys = ("model", "messages", "max_tokens", "temperature", "logprobs", "top_p", "return_token_ids", "top_k")
+    assert [{k: body.get(k) for k in keys} for body in sent[:1]] == [{k: sent[1].get(k) for k in keys}]
+    assert direct.call_worker("alpha", MESSAGES).text == via_litellm.call_worker("alpha", MESSAGES).text
+
+
 # -- the local backend ------------------------------------------------------------------------
 class _StandInModel:
     """Answers like LocalModel.generate without loading weights."""
