@@ -4,22 +4,20 @@ chat conversations as jobs, and cursor pagination. Another tenant's records are 
 from __future__ import annotations
 
 import base64
-import time
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import and_, or_, select
 
+from conductor.app.cancel import cancel_jobs
 from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota, owned
 from conductor.domain.errors import InputError
 from conductor.domain.problem import Problem
-from conductor.domain.states import TERMINAL_JOB, ChainStatus, JobStatus, RoundStatus, StepStatus
-from conductor.store.models import Chain, Job, Round, Step, utcnow
+from conductor.domain.states import TERMINAL_JOB
+from conductor.store.models import Chain, Job, Round
 
-CANCELLED_ERROR = "cancelled by the client"
 TERMINAL_VALUES = frozenset(s.value for s in TERMINAL_JOB)
 
 
@@ -141,7 +139,7 @@ class ApiService:
     # -- change ------------------------------------------------------------------------------
     def cancel(self, tenant_id: str, job_id: str) -> dict[str, Any]:
         self._own(tenant_id, job_id)
-        cancel_jobs(self.service, [job_id])
+        cancel_jobs(self.sessions, [job_id])
         return self.job(tenant_id, job_id)
 
     def feedback(self, tenant_id: str, job_id: str, value: Any) -> dict[str, Any]:
@@ -150,64 +148,6 @@ class ApiService:
         self._own(tenant_id, job_id)
         row = record_feedback(self.service.rt, job_id, value)
         return {"job_id": job_id, "reward": row.value, "correct": row.correct, "source": row.source}
-
-
-def cancel_jobs(service: Service, job_ids: list[str], *, attempts: int = 5) -> int:
-    """Cancel unfinished jobs: no new model call starts, running steps end as cancelled, state recorded.
-
-    Only guarded updates: a plan or step result that arrives later finds its row no longer
-    planning/running and is dropped by the engine, exactly like a duplicate delivery. The
-    updates touch jobs, steps, rounds and chains that workers are writing at the same time, in
-    another order: PostgreSQL may pick this transaction as a deadlock's victim, and it is retried.
-    """
-    for attempt in range(1, attempts + 1):
-        try:
-            return _cancel_jobs_once(service, job_ids)
-        except DBAPIError as exc:
-            if attempt == attempts or getattr(exc.orig, "sqlstate", None) not in _RETRYABLE_SQLSTATES:
-                raise
-            time.sleep(0.05 * 2**attempt)
-    raise AssertionError("unreachable")
-
-
-#: deadlock_detected, serialization_failure: the transaction was rolled back and may simply run again.
-_RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
-
-
-def _cancel_jobs_once(service: Service, job_ids: list[str]) -> int:
-    t = utcnow()
-    with service.rt.sessions.begin() as s:
-        ids = list(
-            s.scalars(
-                update(Job)
-                .where(Job.id.in_(job_ids), Job.status.not_in(TERMINAL_VALUES))
-                .values(status=JobStatus.CANCELLED.value, error=CANCELLED_ERROR, finished_at=t)
-                .returning(Job.id)
-            )
-        )
-        if not ids:
-            return 0
-        s.execute(
-            update(Step)
-            .where(Step.job_id.in_(ids), Step.status == StepStatus.RUNNING.value)
-            .values(status=StepStatus.CANCELLED.value, error=CANCELLED_ERROR, finished_at=t, lease_until=None)
-        )
-        s.execute(
-            update(Step)
-            .where(Step.job_id.in_(ids), Step.status.in_([StepStatus.PENDING.value, StepStatus.READY.value]))
-            .values(status=StepStatus.SKIPPED.value)
-        )
-        s.execute(
-            update(Round)
-            .where(Round.job_id.in_(ids), Round.status.in_([RoundStatus.PLANNING.value, RoundStatus.RUNNING.value]))
-            .values(status=RoundStatus.FAILED.value, error=CANCELLED_ERROR, finished_at=t, lease_until=None)
-        )
-        s.execute(
-            update(Chain)
-            .where(Chain.job_id.in_(ids), Chain.status == ChainStatus.RUNNING.value)
-            .values(status=ChainStatus.FAILED.value, error=CANCELLED_ERROR, finished_at=t)
-        )
-    return len(ids)
 
 
 def job_summary(job: Job) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from typing import Any, cast
 
 from sqlalchemy import CursorResult, Result, func, select, update
 
-from conductor.app.api_service import TERMINAL_VALUES, cancel_jobs, conversation_question
+from conductor.app.api_service import TERMINAL_VALUES, conversation_question
+from conductor.app.cancel import cancel_jobs
 from conductor.app.openai_shapes import chat_completion, job_workflows
 from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota, owned
@@ -247,9 +248,12 @@ class Batches:
                 )
             )
         if not moved:
-            status = self.get(tenant_id, batch_id)["status"]
-            if status not in (BatchStatus.CANCELLING.value, BatchStatus.CANCELLED.value):
-                raise Conflict(f"batch {batch_id} is {status}; only a validating or in-progress batch can be cancelled")
+            seen = self.get(tenant_id, batch_id)
+            # A repeated cancel answers like the first, also once the sweeper is finalizing that cancel.
+            if seen["cancelling_at"] is None:
+                raise Conflict(
+                    f"batch {batch_id} is {seen['status']}; only a validating or in-progress batch can be cancelled"
+                )
         self._cancel_jobs(batch_id)
         return self.get(tenant_id, batch_id)
 
@@ -263,7 +267,7 @@ class Batches:
                 )
             if not ids:
                 return
-            cancel_jobs(self.service, ids)
+            cancel_jobs(self.sessions, ids)
 
     def sweep(self) -> list[str]:
         """Move batches along: expire overdue ones, finalize those whose jobs all ended. Returns the finished."""

@@ -93,7 +93,9 @@ class RoundRules(Transitions):
     def record_plan(self, round_id: int, plan: PlanRecord) -> Effects:
         """Store the Conductor's completion on its round and act on what it parsed to."""
         with self.sessions.begin() as s:
-            rnd = s.get_one(Round, round_id)
+            # Locked before its status is read: a cancel that ends the round meanwhile must not be
+            # overwritten by this plan's steps (the round's later writes are unguarded ORM flushes).
+            rnd = s.get_one(Round, round_id, with_for_update={"key_share": True})
             if rnd.status != RoundStatus.PLANNING:
                 return Effects()  # a duplicate delivery: the first one recorded this round
             self._store_completion(s, rnd, plan)
