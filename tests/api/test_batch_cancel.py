@@ -6,7 +6,6 @@ leave every job ended, with no late result bringing a cancelled one back."""
 from __future__ import annotations
 
 import io
-import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +18,7 @@ from sqlalchemy import ColumnElement, func, select
 from conductor.domain.states import TERMINAL_JOB, ChainStatus, RoundStatus, StepStatus
 from conductor.store.models import Chain, Job, Round, Step
 from tests.conftest import default_script
-from tests.support.api_deployment import Deployment, deploy
+from tests.support.api_deployment import Deployment, batch_file, deploy
 
 pytestmark = pytest.mark.services
 
@@ -38,18 +37,7 @@ def deployment(tmp_path: Path, pg_url: str, redis_db: str) -> Iterator[Deploymen
 
 
 def _batch_file(n: int) -> bytes:
-    lines = (
-        json.dumps(
-            {
-                "custom_id": f"r{i}",
-                "method": "POST",
-                "url": "/v1/chat/completions",
-                "body": {"model": "conductor", "messages": [{"role": "user", "content": f"[wf:fanout] item {i}"}]},
-            }
-        )
-        for i in range(n)
-    )
-    return ("\n".join(lines) + "\n").encode()
+    return batch_file(n, workflow="fanout", prefix="r")
 
 
 def _count(d: Deployment, *where: ColumnElement[bool]) -> int:

@@ -6,7 +6,6 @@ scripted model server at a fixed latency."""
 from __future__ import annotations
 
 import io
-import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +17,7 @@ from sqlalchemy import func, select
 from conductor.domain.states import TERMINAL_JOB
 from conductor.store.models import Job
 from tests.conftest import default_script
-from tests.support.api_deployment import Deployment, deploy
+from tests.support.api_deployment import Deployment, batch_file, deploy
 
 pytestmark = pytest.mark.services
 
@@ -33,18 +32,7 @@ def deployment(tmp_path: Path, pg_url: str, redis_db: str) -> Iterator[Deploymen
 
 
 def _batch_file(n: int) -> bytes:
-    lines = (
-        json.dumps(
-            {
-                "custom_id": f"a{i}",
-                "method": "POST",
-                "url": "/v1/chat/completions",
-                "body": {"model": "conductor", "messages": [{"role": "user", "content": f"[wf:single] a {i}"}]},
-            }
-        )
-        for i in range(n)
-    )
-    return ("\n".join(lines) + "\n").encode()
+    return batch_file(n, workflow="single", prefix="a")
 
 
 def test_tenant_b_finishes_before_tenant_a_batch_is_a_quarter_done(deployment: Deployment):

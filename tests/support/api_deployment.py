@@ -3,6 +3,7 @@ scripted model server behind the pool: what the official `openai` client talks t
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -85,3 +86,22 @@ def deploy(
     finally:
         runtime.close()
         server.stop()
+
+
+def batch_file(n: int, *, workflow: str = "single", prefix: str = "r") -> bytes:
+    """A Batch API input file of `n` chat requests that the scripted Conductor answers with `workflow`."""
+    lines = (
+        json.dumps(
+            {
+                "custom_id": f"{prefix}{i}",
+                "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": {
+                    "model": "conductor",
+                    "messages": [{"role": "user", "content": f"[wf:{workflow}] {prefix} {i}"}],
+                },
+            }
+        )
+        for i in range(n)
+    )
+    return ("\n".join(lines) + "\n").encode()
