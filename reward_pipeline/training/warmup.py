@@ -2,8 +2,8 @@
 
 An untrained 135M Conductor writes no parseable plan, so every GRPO group is all zeros and
 carries no signal. This stage writes synthetic plans for training questions over the given pool
-(one step; solve then state the answer; solve, check, answer; two attempts and a comparison),
-keeps only those the production parser accepts, and fine-tunes a LoRA adapter on them with TRL's `SFTTrainer`
+(one step, solve-then-check, two parallel attempts and a combiner), keeps only those the
+production parser accepts, and fine-tunes a LoRA adapter on them with TRL's `SFTTrainer`
 (completion-only loss on the chat-templated prompt the Conductor will really see). Worker
 choices are drawn uniformly so GRPO, not this stage, decides which worker to prefer.
 """
@@ -38,38 +38,23 @@ class WarmupConfig:
 
 
 def synthetic_plan(question: str, pool_size: int, rng: random.Random) -> tuple[str, Workflow]:
-    """One fenced workflow for `question`, worker ids drawn from the pool.
-
-    Every shape writes the question once: later steps see it through their access list, because
-    a 135M model that copies a long question twice breaks its quoting far more often, and GRPO
-    would then learn "one step" from parse failures rather than from what the steps achieve.
-    """
+    """One fenced workflow for `question`, worker ids drawn from the pool."""
     q = " ".join(question.split())
-    shape = rng.choice(("single", "answer", "check", "fanout"))
+    shape = rng.choice((1, 1, 2, 3))
     pick = lambda: rng.randrange(pool_size)  # noqa: E731
-    if shape == "single":
+    if shape == 1:
         wf = Workflow.from_lists([pick()], [f"{q} {_ANSWER_HINT}"], [[]])
-    elif shape == "answer":
+    elif shape == 2:
         wf = Workflow.from_lists(
             [pick(), pick()],
-            [f"Solve step by step: {q}", "Reply with the final answer of the solution above only."],
+            [f"Solve step by step: {q}", f"Check the solution above and state the final answer to: {q}"],
             [[], "all"],
-        )
-    elif shape == "check":
-        wf = Workflow.from_lists(
-            [pick(), pick(), pick()],
-            [
-                f"Solve step by step: {q}",
-                "Check the solution above step by step and fix any mistake.",
-                "Reply with the final answer of the checked solution only.",
-            ],
-            [[], "all", "all"],
         )
     else:
         wf = Workflow.from_lists(
             [pick(), pick(), pick()],
-            [q, "Solve the question above in another way.", "Compare the two solutions and give the final answer."],
-            [[], [0], "all"],
+            [f"Solve: {q}", f"Solve: {q}", "Compare the two solutions above and give the correct final answer."],
+            [[], [], [0, 1]],
         )
     # No thought before the block: a 135M model gains nothing from it and it costs tokens to learn.
     return wf.to_python(), wf
