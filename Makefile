@@ -64,11 +64,13 @@ train-local: model vllm-venv
 	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor checkpoints export active --to $(SHIPPED)
 	$(BIN)/python benchmarks/retraining_cpu.py --results results/train-local --db $(TRAIN_HOME)/conductor.db
 
-# Every benchmark, building what it needs (the vLLM venv for local_inference.py).
+# Every benchmark, building what it needs (the vLLM venv for local_inference.py). The 100k batch
+# takes about 45 min on 2 cores: `python benchmarks/batch_scale.py --problems 10000,100000`.
 bench: model services vllm-venv
-	$(BIN)/python benchmarks/orchestration_overhead.py
+	$(BIN)/python benchmarks/orchestration_overhead.py --litellm
 	$(BIN)/python benchmarks/chaos.py --problems 200 --events 2
-	$(BIN)/python benchmarks/queue_overhead.py
+	$(BIN)/python benchmarks/batch_scale.py --problems 10000
+	$(BIN)/python benchmarks/api_load.py
 	$(BIN)/python benchmarks/verifiers.py --n 50
 	$(BIN)/python benchmarks/local_inference.py
 
