@@ -41,7 +41,9 @@ def current() -> JobLogContext | None:
     return _current.get()
 
 
-def bind(*, job_id: str | None = None, round_id: int | None = None, step_id: int | None = None) -> Token[JobLogContext | None]:
+def bind(
+    *, job_id: str | None = None, round_id: int | None = None, step_id: int | None = None
+) -> Token[JobLogContext | None]:
     """Start a job's binding; pass the token to `unbind` when the work ends."""
     return _current.set(JobLogContext(job_id, round_id, step_id))
 
