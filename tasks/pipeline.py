@@ -21,6 +21,14 @@ from tasks.training import register_training
 from tasks.webhooks import notify_job, register_webhooks
 
 
+def requeue_after(runtime: Runtime, task: Task) -> float | None:
+    """The countdown for handing `task`'s work back after a provider kept failing; None once spent."""
+    # Counted with Celery's retries of this message, rate-limit hand-backs included: bounded either way.
+    done = int(task.request.retries or 0)
+    settings = runtime.settings
+    return settings.provider_requeue_backoff_s * 2**done if done < settings.provider_requeues else None
+
+
 def register(app: Celery, runtime: Runtime) -> None:
     dispatch = Dispatcher(app)
     register_scoring(app, runtime)
@@ -54,9 +62,9 @@ def register(app: Celery, runtime: Runtime) -> None:
         _send(orchestrator.start(job_id))
 
     def _until_admitted(task: Task, work: Callable[[], Effects], hand_back: Callable[[], None]) -> None:
-        # Retries only ever come from cluster rate limits (max_retries=None on these tasks): the
-        # work goes back to the queue, freeing this worker slot, for as long as the limit asks;
-        # it is never dropped, and real failures are recorded by the orchestrator instead.
+        # Retries come from cluster rate limits and from providers failing for a while (max_retries=None
+        # on these tasks; the orchestrator bounds the latter): the work goes back to the queue, freeing
+        # this worker slot; it is never dropped, and real failures are recorded by the orchestrator.
         try:
             eff = work()
         except RateLimited as exc:
@@ -67,7 +75,7 @@ def register(app: Celery, runtime: Runtime) -> None:
     def _plan(task: Task, round_id: int) -> None:
         _until_admitted(
             task,
-            lambda: orchestrator.plan_round(round_id, task.request.hostname or ""),
+            lambda: orchestrator.plan_round(round_id, task.request.hostname or "", requeue_after(runtime, task)),
             lambda: runtime.engine.release_round(round_id),
         )
 
@@ -84,7 +92,7 @@ def register(app: Celery, runtime: Runtime) -> None:
     def run_step(self: Task, step_id: int) -> None:
         _until_admitted(
             self,
-            lambda: orchestrator.run_step(step_id, self.request.hostname or ""),
+            lambda: orchestrator.run_step(step_id, self.request.hostname or "", requeue_after(runtime, self)),
             lambda: runtime.engine.release_step(step_id),
         )
 

@@ -10,7 +10,7 @@ from typing import Any
 from conductor import log_context
 from conductor.app.runtime import Runtime
 from conductor.domain.effects import Effects, RoundTask
-from conductor.domain.errors import RateLimited, WorkerCallError
+from conductor.domain.errors import ModelServerUnreachable, RateLimited, WorkerCallError
 from conductor.domain.prompts import build_plan_messages, build_replan_messages, build_step_messages
 from conductor.domain.states import RoundKind
 from conductor.domain.usage import Usage
@@ -25,7 +25,9 @@ class Orchestrator:
     def start(self, job_id: str) -> Effects:
         return self.rt.engine.start_job(job_id)
 
-    def plan_round(self, round_id: int, host: str = "") -> Effects:
+    def plan_round(self, round_id: int, host: str = "", requeue_after: float | None = None) -> Effects:
+        """Call the Conductor for a round. With `requeue_after`, a provider that kept failing hands the
+        round back to come again after that many seconds instead of failing it."""
         engine = self.rt.engine
         task, ended = engine.lease_round(round_id, host)  # the lease and the call's budget: one transaction
         if task is None:
@@ -37,6 +39,7 @@ class Orchestrator:
         except RateLimited:
             raise  # the task hands the round back and re-queues it
         except WorkerCallError as exc:
+            _requeue_if_transient(exc, requeue_after)
             return engine.fail_round(round_id, f"conductor call failed: {exc}")
         return engine.record_plan(round_id, PlanRecord(messages=messages, completion=c))
 
@@ -52,7 +55,8 @@ class Orchestrator:
             )
         return build_plan_messages(task.question, cards, max_steps=task.max_steps, style=self.rt.pool.conductor.prompt)
 
-    def run_step(self, step_id: int, host: str = "") -> Effects:
+    def run_step(self, step_id: int, host: str = "", requeue_after: float | None = None) -> Effects:
+        """Run a step's model call; `requeue_after` as in `plan_round`."""
         engine, pool = self.rt.engine, self.rt.pool
         task, ended = engine.lease_step(step_id, host)  # the lease and the call's budget: one transaction
         if task is None:
@@ -71,6 +75,7 @@ class Orchestrator:
         except RateLimited:
             raise  # the task hands the step back and re-queues it; a limit is not a failure
         except WorkerCallError as exc:
+            _requeue_if_transient(exc, requeue_after)
             return engine.fail_step(step_id, str(exc))
         return engine.complete_step(
             step_id,
@@ -89,3 +94,11 @@ class Orchestrator:
         with self.rt.sessions() as s:
             eff.score += queries.unscored_jobs(s, older_than_s=self.rt.settings.ready_grace_s)
         return eff
+
+
+def _requeue_if_transient(exc: WorkerCallError, requeue_after: float | None) -> None:
+    """Turn a provider's transient failure (5xx, 429, timeouts through every retry and fallback) into a
+    hand-back: a fault window of a few seconds must not fail the work. A server that cannot be reached
+    at all is a configuration to fix, said at once."""
+    if requeue_after is not None and exc.retryable and not isinstance(exc, ModelServerUnreachable):
+        raise RateLimited(f"provider failing, again in {requeue_after:g}s: {exc}", retry_after=requeue_after) from exc

@@ -50,6 +50,14 @@ class Settings(BaseSettings):
         "openai client instead of litellm, which only adds per-call CPU there.",
     )
 
+    provider_requeues: int = Field(
+        3,
+        ge=0,
+        description="A step or plan whose provider kept failing (5xx, 429, timeouts) through its inline retries "
+        "and fallbacks goes back to the queue this many times, with a doubling countdown, before it fails.",
+    )
+    provider_requeue_backoff_s: float = Field(2.0, gt=0, description="The first such countdown.")
+
     step_lease_s: float = Field(660.0, gt=0, description="A claimed step or plan not finished by then is re-run.")
     task_time_limit_s: float = Field(600.0, gt=0, description="Hard time limit of every task (prefork pools).")
     reaper_interval_s: float = Field(30.0, gt=0, description="How often beat runs the reaper.")

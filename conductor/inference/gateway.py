@@ -277,6 +277,7 @@ class Gateway:
         """Call a worker; after its retries fail, walk its fallback chain."""
         tried: list[str] = []
         errors: list[str] = []
+        transient = True  #: every worker tried failed in a way worth trying again later
         current: WorkerSpec | None = self.pool.worker(name)
         while current is not None and current.name not in tried:
             tried.append(current.name)
@@ -292,8 +293,9 @@ class Gateway:
                 if len(tried) == 1 and not current.fallback:
                     raise  # no fallback: the error as it is (a ModelServerUnreachable stays one)
                 errors.append(str(exc))  # it starts with the worker's name
+                transient = transient and exc.retryable and not isinstance(exc, ModelServerUnreachable)
                 current = self.pool.worker(current.fallback) if current.fallback else None
-        raise WorkerCallError("; ".join(errors) or f"{name}: no attempt made")
+        raise WorkerCallError("; ".join(errors) or f"{name}: no attempt made", retryable=transient and bool(errors))
 
     def call_spec(self, spec: ModelSpec, messages: list[dict], *, label: str) -> Completion:
         return self._call_with_retries(spec, messages, label=label)

@@ -112,8 +112,8 @@ def test_a_timeout_is_retried_then_fails_naming_the_timeout(tmp_path):
     assert elapsed < 2.5, "each attempt gives up at its 0.5 s timeout, not when the server answers"
 
 
-def _solve_embedded(tmp_path, pool: Pool, question: str) -> dict:
-    with embedded_system(tmp_path, pool, recursion=False) as sys:
+def _solve_embedded(tmp_path, pool: Pool, question: str, **settings) -> dict:
+    with embedded_system(tmp_path, pool, recursion=False, **settings) as sys:
         sys.runtime.gateway.backoff_base_s = 0.01
         job_id, _ = sys.service.submit(Problem(question=question))
         sys.service.wait([job_id], timeout=60)
@@ -178,7 +178,7 @@ def test_end_to_end_a_step_whose_worker_always_fails_ends_failed_with_the_reason
     server = _server(script)
     try:
         pool = scripted_pool(server.base_url, retries=1)
-        job = _solve_embedded(tmp_path, pool, "[wf:chain] x")
+        job = _solve_embedded(tmp_path, pool, "[wf:chain] x", provider_requeues=2, provider_requeue_backoff_s=0.05)
     finally:
         server.stop()
 
@@ -186,7 +186,31 @@ def test_end_to_end_a_step_whose_worker_always_fails_ends_failed_with_the_reason
     assert [s["status"] for s in steps] == ["failed", "skipped"]
     assert "failed after 2 attempts" in steps[0]["error"] and "worker melted" in steps[0]["error"]
     assert job["status"] == "failed" and "worker melted" in job["error"]
-    assert len(server.calls_for("scripted-worker-alpha")) == 2 and not server.calls_for("scripted-worker-beta")
+    # 2 attempts per delivery, the first delivery and 2 hand-backs to the queue, then it fails
+    assert len(server.calls_for("scripted-worker-alpha")) == 6 and not server.calls_for("scripted-worker-beta")
+
+
+def test_end_to_end_a_provider_failing_for_a_while_delays_the_step_instead_of_failing_it(tmp_path):
+    """A 5xx window longer than the inline retries: the step goes back to the queue and then succeeds."""
+    calls = []
+
+    def script(model, messages, body):
+        if model.endswith("conductor"):
+            return default_script()(model, messages, body)
+        calls.append(model)
+        return Reply(status=503, error="overloaded") if len(calls) <= 3 else Reply("fine")
+
+    server = _server(script)
+    try:
+        pool = scripted_pool(server.base_url, retries=1)
+        job = _solve_embedded(tmp_path, pool, "[wf:single] x", provider_requeues=2, provider_requeue_backoff_s=0.05)
+    finally:
+        server.stop()
+
+    assert job["status"] == "done", job
+    step = job["chains"][0]["rounds"][0]["steps"][0]
+    assert step["status"] == "done" and step["output"] == "fine"
+    assert len(calls) == 4  # delivery 1: two 503s, handed back; delivery 2: a 503, then the answer
 
 
 class _AlwaysLimited:
