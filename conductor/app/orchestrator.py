@@ -10,7 +10,7 @@ from typing import Any
 from conductor import log_context
 from conductor.app.runtime import Runtime
 from conductor.domain.effects import Effects, RoundTask
-from conductor.domain.errors import ModelServerUnreachable, RateLimited, WorkerCallError
+from conductor.domain.errors import RateLimited, WorkerCallError
 from conductor.domain.prompts import build_plan_messages, build_replan_messages, build_step_messages
 from conductor.domain.states import RoundKind
 from conductor.domain.usage import Usage
@@ -98,7 +98,7 @@ class Orchestrator:
 
 def _requeue_if_transient(exc: WorkerCallError, requeue_after: float | None) -> None:
     """Turn a provider's transient failure (5xx, 429, timeouts through every retry and fallback) into a
-    hand-back: a fault window of a few seconds must not fail the work. A server that cannot be reached
-    at all is a configuration to fix, said at once."""
-    if requeue_after is not None and exc.retryable and not isinstance(exc, ModelServerUnreachable):
+    hand-back: a fault window of a few seconds must not fail the work (an unreachable server is not
+    retryable: see `ModelServerUnreachable`)."""
+    if requeue_after is not None and exc.retryable:
         raise RateLimited(f"provider failing, again in {requeue_after:g}s: {exc}", retry_after=requeue_after) from exc

@@ -46,7 +46,8 @@ class ModelServerUnreachable(WorkerCallError):
         detail = " ".join(detail.replace("(", "[").replace(")", "]").split())[:120]
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
         self.reason = f"cannot reach the model server at {url} ({detail}, {tries}): {_CHECK}"
-        super().__init__(f"{label}: {self.reason}", retryable=True)
+        # Not retryable later either: a server nobody can connect to is a setting to fix, said at once.
+        super().__init__(f"{label}: {self.reason}", retryable=False)
         self.url = url
 
     @staticmethod

@@ -293,7 +293,7 @@ class Gateway:
                 if len(tried) == 1 and not current.fallback:
                     raise  # no fallback: the error as it is (a ModelServerUnreachable stays one)
                 errors.append(str(exc))  # it starts with the worker's name
-                transient = transient and exc.retryable and not isinstance(exc, ModelServerUnreachable)
+                transient = transient and exc.retryable
                 current = self.pool.worker(current.fallback) if current.fallback else None
         raise WorkerCallError("; ".join(errors) or f"{name}: no attempt made", retryable=transient and bool(errors))
 
