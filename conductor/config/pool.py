@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from conductor.domain.errors import ConfigError
 from conductor.domain.prompts import WorkerCard
+from conductor.domain.tools import TOOL_PROVIDER, TOOLS
 
 CONFIG_DIR = Path(__file__).resolve().parent
 BUNDLED = CONFIG_DIR / "pools"
@@ -43,7 +44,8 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: str = Field(
         min_length=3,
-        description="litellm model string, e.g. openai/gpt-5, hosted_vllm/qwen, local/smollm2-135m-instruct",
+        description="litellm model string, e.g. openai/gpt-5, hosted_vllm/qwen, local/smollm2-135m-instruct; "
+        "or a tool worker, e.g. tool/calculator",
     )
     api_base: str | None = None
     api_key_env: str | None = Field(
@@ -74,6 +76,18 @@ class WorkerSpec(ModelSpec):
     description: str = Field(min_length=1, description="What the Conductor is told this model is good at.")
     fallback: str | None = Field(None, description="Worker to call when this one fails after its retries.")
 
+    @field_validator("model")
+    @classmethod
+    def _known_tool(cls, v: str) -> str:
+        provider, _, name = v.partition("/")
+        if provider == TOOL_PROVIDER and name not in TOOLS:
+            raise ValueError(f"unknown tool {name!r}; tools: {sorted(TOOLS)}")
+        return v
+
+    @property
+    def is_tool(self) -> bool:
+        return self.provider == TOOL_PROVIDER
+
 
 class ConductorSpec(ModelSpec):
     description: str = "The Conductor itself: hands its subtask to a fresh workflow of its own."
@@ -91,6 +105,13 @@ class ConductorSpec(ModelSpec):
         description="`full`: the paper's prompt with rules and four few-shot workflows; `compact`: pool, "
         "question and the output contract only, for a Conductor trained on the format (shorter, cheaper).",
     )
+
+    @field_validator("model")
+    @classmethod
+    def _not_a_tool(cls, v: str) -> str:
+        if v.startswith(f"{TOOL_PROVIDER}/"):
+            raise ValueError("the Conductor must be a model; tools can only be workers")
+        return v
 
     def adapter_path(self) -> Path | None:
         if not self.adapter:
@@ -127,7 +148,7 @@ class Pool(BaseModel):
 
     # -- what the Conductor sees ------------------------------------------------------
     def cards(self) -> list[WorkerCard]:
-        cards = [WorkerCard(w.name, w.description) for w in self.workers]
+        cards = [WorkerCard(w.name, w.description, w.is_tool) for w in self.workers]
         if self.conductor.in_pool:
             cards.append(WorkerCard(CONDUCTOR_WORKER_NAME, self.conductor.description))
         return cards

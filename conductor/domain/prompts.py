@@ -40,6 +40,7 @@ class WorkerCard:
 
     name: str
     description: str
+    is_tool: bool = False  #: a program (e.g. the calculator), which cannot follow a free-form instruction
 
 
 _SYSTEM = (

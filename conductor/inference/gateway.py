@@ -33,6 +33,7 @@ import openai
 
 from conductor.config.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
 from conductor.domain.errors import ModelServerUnreachable, RateLimited, WorkerCallError
+from conductor.domain.tools import TOOL_PROVIDER, run_tool
 from conductor.inference import local_backend
 from conductor.inference.openai_compatible import OpenAICompatible, eligible
 from conductor.inference.policy import ActivePolicy, ActivePolicyCache, lora_name
@@ -343,6 +344,8 @@ class Gateway:
         return random.uniform(0, min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1)))
 
     def _call_once(self, spec: ModelSpec, messages: list[dict], *, label: str, want_logprobs: bool) -> Completion:
+        if spec.provider == TOOL_PROVIDER:
+            return self._run_tool(spec, messages, label=label)
         kwargs: dict[str, Any] = {
             "model": spec.model,
             "messages": messages,
@@ -394,6 +397,15 @@ class Gateway:
             logprobs=logprobs,
             prompt_token_ids=prompt_token_ids,
             served_by=label,
+        )
+
+    @staticmethod
+    def _run_tool(spec: ModelSpec, messages: list[dict], *, label: str) -> Completion:
+        # No limiter slot, no retries needed: a tool is local, deterministic and free.
+        started = time.perf_counter()
+        text = run_tool(spec.model, messages)
+        return Completion(
+            text=text, model=spec.model, worker=label, latency_s=time.perf_counter() - started, served_by=label
         )
 
     def _cost(self, spec: ModelSpec, response: Any | None, prompt_tokens: int, completion_tokens: int) -> float:

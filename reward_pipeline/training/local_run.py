@@ -55,7 +55,7 @@ def training_pool(settings: Settings, base_url: str | None, cfg: LocalRunConfig)
     pool["conductor"].update(prompt="compact", max_tokens=256, policy_version="base", temperature=1.0)
     pool["conductor"].pop("adapter", None)
     for spec in [pool["conductor"], *pool["workers"]]:
-        if base_url:
+        if base_url and not spec["model"].startswith("tool/"):
             spec.update(model=f"hosted_vllm/{SERVED}", api_base=base_url)
     for w in pool["workers"]:
         w["max_tokens"] = min(int(w.get("max_tokens", 160)), cfg.worker_max_tokens)

@@ -23,20 +23,30 @@ DEV_SEED = 99_991
 
 
 def arithmetic(n: int, *, seed: int, prefix: str = "arith") -> list[Problem]:
-    """`n` one- or two-operation integer problems with their answers, reproducible from `seed`."""
+    """`n` one-operation integer problems with their answers, reproducible from `seed`.
+
+    Two forms in six state the expression ("What is 7 * 34?"); the rest are word problems, where
+    a calculator alone finds nothing to compute and a 135M model alone computes badly, but the
+    model writing the expression and the calculator evaluating it often succeed: the plans worth
+    learning on the local pool.
+    """
     rng = random.Random(seed)
     out = []
     for i in range(n):
         a, b, c = rng.randint(2, 60), rng.randint(2, 40), rng.randint(2, 9)
-        form = rng.randrange(4)
+        form = rng.randrange(6)
         if form == 0:
             q, ans = f"What is {a} + {b}?", a + b
         elif form == 1:
-            q, ans = f"What is {a + b} - {b}?", a
-        elif form == 2:
             q, ans = f"What is {c} * {b}?", c * b
-        else:
+        elif form == 2:
             q, ans = f"Tom has {a} apples and buys {b} more. How many apples does he have now?", a + b
+        elif form == 3:
+            q, ans = f"Sara had {a + b} stickers and gave {b} to a friend. How many stickers does she have left?", a
+        elif form == 4:
+            q, ans = f"A box holds {c} rows of {b} eggs. How many eggs are in the box?", c * b
+        else:
+            q, ans = f"There are {c} bags with {b} marbles in each bag. How many marbles are there in all?", c * b
         out.append(Problem(id=f"{prefix}-{seed}-{i}", question=q, answer=str(ans), kind="math"))
     return out
 

@@ -24,6 +24,11 @@ from conductor.domain.workflow import Workflow
 from reward_pipeline.training.policy import LoraSpec
 
 _ANSWER_HINT = "Give the final answer."
+# Measured on 20 word problems: SmolLM2-135M at temperature 0 wrote an expression that evaluates to the
+# answer 12 times with this wording, 7 and 5 with two others, and answered correctly itself 5 times.
+_EXPRESSION_HINT = (
+    "Write the arithmetic expression that computes the answer, using only numbers and + - * / ( ). Do not compute it."
+)
 
 
 @dataclass(frozen=True)
@@ -37,11 +42,13 @@ class WarmupConfig:
     lora: LoraSpec = field(default_factory=LoraSpec)
 
 
-def synthetic_plan(question: str, pool_size: int, rng: random.Random) -> tuple[str, Workflow]:
+def synthetic_plan(question: str, workers: Sequence[WorkerCard], rng: random.Random) -> tuple[str, Workflow]:
     """One fenced workflow for `question`, worker ids drawn from the pool."""
     q = " ".join(question.split())
-    shape = rng.choice((1, 1, 2, 3))
-    pick = lambda: rng.randrange(pool_size)  # noqa: E731
+    pick = lambda: rng.randrange(len(workers))  # noqa: E731
+    # Only a model can write an expression: a type constraint, not a preference between models.
+    models = [i for i, w in enumerate(workers) if not w.is_tool] or list(range(len(workers)))
+    shape = rng.choice((1, 2, 3, 4, 4)) if len(models) < len(workers) else rng.choice((1, 1, 2, 3))
     if shape == 1:
         wf = Workflow.from_lists([pick()], [f"{q} {_ANSWER_HINT}"], [[]])
     elif shape == 2:
@@ -50,11 +57,17 @@ def synthetic_plan(question: str, pool_size: int, rng: random.Random) -> tuple[s
             [f"Solve step by step: {q}", f"Check the solution above and state the final answer to: {q}"],
             [[], "all"],
         )
-    else:
+    elif shape == 3:
         wf = Workflow.from_lists(
             [pick(), pick(), pick()],
             [f"Solve: {q}", f"Solve: {q}", "Compare the two solutions above and give the correct final answer."],
             [[], [], [0, 1]],
+        )
+    else:  # a model writes the expression, a second step computes it (the question is written once)
+        wf = Workflow.from_lists(
+            [rng.choice(models), pick()],
+            [f"{_EXPRESSION_HINT} Question: {q}", "Compute the expression above."],
+            [[], "all"],
         )
     # No thought before the block: a 135M model gains nothing from it and it costs tokens to learn.
     return wf.to_python(), wf
@@ -68,7 +81,7 @@ def build_examples(
     out: list[dict[str, Any]] = []
     for i in range(n):
         problem = problems[i % len(problems)]
-        text, expected = synthetic_plan(problem.question, len(workers), rng)
+        text, expected = synthetic_plan(problem.question, workers, rng)
         if parse_workflow(text, pool_size=len(workers), max_steps=max_steps) != expected:
             raise TrainingError(f"a synthetic plan does not round-trip through the parser: {text[:200]}")
         prompt = build_plan_messages(problem.question, workers, max_steps=max_steps, style="compact")

@@ -1,0 +1,38 @@
+"""The warm-up's synthetic plans: valid by the production parser, and never a nonsense assignment."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from conductor.config.pool import load_pool
+from conductor.domain.parser import parse_workflow
+from conductor.domain.problem import Problem
+from reward_pipeline.training.warmup import build_examples
+
+POOL = load_pool()  # the bundled local pool: two SmolLM2 workers and the calculator
+QUESTIONS = [
+    Problem(question=f"Tom has {i} apples and buys 3 more. How many apples does he have now?") for i in range(40)
+]
+
+
+def _plans(n: int = 400):
+    examples = build_examples(QUESTIONS, POOL.cards(), n=n, max_steps=5, seed=3)
+    return [parse_workflow(e["completion"][0]["content"], pool_size=len(POOL.workers), max_steps=5) for e in examples]
+
+
+def test_every_synthetic_plan_parses_and_most_have_several_steps():
+    steps = Counter(len(p.steps) for p in _plans())
+    assert sum(steps.values()) == 400
+    assert steps[1] < 200 and steps[2] > 100
+
+
+def test_an_expression_is_never_asked_of_the_calculator():
+    calculator = [w.name for w in POOL.workers].index("calculator")
+    expression_steps = [p.steps[0] for p in _plans() if "arithmetic expression" in p.steps[0].subtask]
+    assert expression_steps, "the pool has a calculator, so the expression-then-compute shape is drawn"
+    assert all(s.worker != calculator for s in expression_steps)
+
+
+def test_which_worker_computes_is_left_to_grpo():
+    computed_by = Counter(p.steps[1].worker for p in _plans() if "arithmetic expression" in p.steps[0].subtask)
+    assert set(computed_by) == {0, 1, 2}
