@@ -74,7 +74,9 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
-    parser.add_argument("--vllm-dtype", default="auto", help="auto (bfloat16 on CPU) or float32")
+    parser.add_argument(
+        "--vllm-dtype", default=None, help="auto (bfloat16 on CPU) or float32 (default: bfloat16 where the CPU has it)"
+    )
     parser.add_argument(
         "--vllm-lora",
         action=argparse.BooleanOptionalAction,
@@ -102,7 +104,7 @@ def main() -> None:
     started = time.perf_counter()
     with VllmServer(model_path, served_name="bench", enable_lora=args.vllm_lora, dtype=args.vllm_dtype) as server:
         elapsed = time.perf_counter() - started
-        print(f"vLLM ready in {elapsed:.1f}s (dtype {args.vllm_dtype}, lora {args.vllm_lora})", flush=True)
+        print(f"vLLM ready in {elapsed:.1f}s (dtype {server.dtype}, lora {args.vllm_lora})", flush=True)
         served = measure(
             "vllm",
             lambda b, c: run_batch("hosted_vllm/bench", server.base_url, b, c, args.max_tokens),

@@ -36,3 +36,14 @@ def test_an_expression_is_never_asked_of_the_calculator():
 def test_which_worker_computes_is_left_to_grpo():
     computed_by = Counter(p.steps[1].worker for p in _plans() if "arithmetic expression" in p.steps[0].subtask)
     assert set(computed_by) == {0, 1, 2}
+
+
+def test_the_warmup_trains_in_float32_whatever_trl_defaults_to(tmp_path):
+    # TRL's SFTConfig turns bf16 on by default; on a CPU without bf16 instructions that made a
+    # warm-up step 20 times slower (torch's reference GEMM), and GRPO computes its ratios in fp32.
+    from reward_pipeline.training.warmup import WarmupConfig, sft_args
+
+    args = sft_args(WarmupConfig(), tmp_path)
+
+    assert not args.bf16 and not args.fp16
+    assert args.use_cpu and args.completion_only_loss
