@@ -52,34 +52,47 @@ def _dev(d: dict) -> dict:
 
 
 def worker_choice(db: Path) -> list[dict]:
-    """For each training iteration's policy: share of steps given to each worker, and how often a
-    single-step workflow on each worker was right."""
+    """For each training iteration's policy: share of steps given to each worker, plans by number of
+    steps and how often each was right, which worker ran the last step (the one that answers), and how
+    often a single-step workflow on each worker was right."""
     con = sqlite3.connect(db)
     q = """
-    select r.policy_version, s.worker_name, r.n_steps, rw.correct
+    select r.id, r.policy_version, r.n_steps, rw.correct, s.step_index, s.worker_name
     from rounds r join steps s on s.round_id = r.id join jobs j on j.id = r.job_id
     left join rewards rw on rw.chain_id = r.chain_id and rw.source = 'verifier'
     where r.kind = 'plan' and r.parse_status = 'ok' and json_extract(j.options, '$.train') is not null
-    order by r.created_at
+    order by r.created_at, s.step_index
     """
-    by: dict[str, dict] = {}
-    for version, worker, n_steps, correct in con.execute(q):
-        d = by.setdefault(
-            version, {"steps": defaultdict(int), "single": defaultdict(lambda: [0, 0]), "shapes": defaultdict(int)}
-        )
-        d["steps"][worker] += 1
-        if n_steps == 1:
-            d["single"][worker][0] += int(bool(correct))
-            d["single"][worker][1] += 1
+    plans: dict[str, dict[int, tuple[int, bool, list[str]]]] = {}
+    for round_id, version, n_steps, correct, _, worker in con.execute(q):
+        by_round = plans.setdefault(version, {})
+        by_round.setdefault(round_id, (n_steps, bool(correct), []))[2].append(worker)
     out = []
-    for version, d in by.items():
-        total = sum(d["steps"].values())
+    for version, by_round in plans.items():
+        steps: dict[str, int] = defaultdict(int)
+        single: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        by_size: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+        last: dict[str, int] = defaultdict(int)
+        for n_steps, correct, workers in by_round.values():
+            for w in workers:
+                steps[w] += 1
+            size = min(n_steps, 3)
+            by_size[size][0] += int(correct)
+            by_size[size][1] += 1
+            last[workers[-1]] += 1
+            if n_steps == 1:
+                single[workers[0]][0] += int(correct)
+                single[workers[0]][1] += 1
+        total = sum(steps.values())
         out.append(
             {
                 "policy": version,
+                "plans": len(by_round),
                 "steps": total,
-                "share": {w: round(n / total, 2) for w, n in sorted(d["steps"].items())},
-                "single_step_accuracy": {w: f"{c}/{n}" for w, (c, n) in sorted(d["single"].items())},
+                "share": {w: round(n / total, 2) for w, n in sorted(steps.items())},
+                "right_by_steps": {("3+" if k == 3 else str(k)): f"{c}/{n}" for k, (c, n) in sorted(by_size.items())},
+                "last_step": {w: round(n / len(by_round), 2) for w, n in sorted(last.items())},
+                "single_step_accuracy": {w: f"{c}/{n}" for w, (c, n) in sorted(single.items())},
             }
         )
     return out
@@ -96,9 +109,16 @@ def markdown(table: list[dict], choice: list[dict], unseen: dict) -> str:
             f"| {r['cycle']} | {f(r['train_parse'])} | {f(r['train_reward'])} | {f(r['dev_parse'])} | "
             f"{f(r['dev_accuracy'])} | {r['dev_tokens']:.0f} | {f(r.get('promoted', ''))} |"
         )
-    lines += ["", "Worker choice per training policy (share of steps; single-step workflows right/total):", ""]
     lines += [
-        f"- {c['policy']}: steps={c['steps']} share={c['share']} single={c['single_step_accuracy']}" for c in choice
+        "",
+        "What each training policy wrote (parsed plans only): plans right/total by number of steps, share of",
+        "steps per worker, which worker ran the last step, single-step workflows right/total per worker:",
+        "",
+    ]
+    lines += [
+        f"- {c['policy']}: plans={c['plans']} right_by_steps={c['right_by_steps']} share={c['share']} "
+        f"last_step={c['last_step']} single={c['single_step_accuracy']}"
+        for c in choice
     ]
     if unseen:
         lines += ["", "| benchmark never trained on | " + " | ".join(unseen) + " |", "|---|" + "---|" * len(unseen)]
