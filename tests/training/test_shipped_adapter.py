@@ -28,3 +28,6 @@ def test_the_default_pool_serves_the_shipped_adapter_and_its_plans_parse_as_clai
     result = probe_plans(gateway, dev_problems(DATA)[:8], threads=1)
 
     assert result.parse_rate >= claimed - MARGIN, result.as_dict()
+    # It was trained on a pool where a second step pays (a model writes the expression, the calculator
+    # computes it), and it plans in steps: multi-step workflows are what `make demo` shows.
+    assert sum(n for steps, n in result.steps.items() if steps >= 2) >= 1, result.as_dict()
