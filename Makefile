@@ -51,7 +51,7 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The CPU retraining run that produced the shipped Conductor adapter (about an hour on 2 cores):
+# The CPU retraining run that produced the shipped Conductor adapter (75 min on a 2-core AVX2 CPU):
 # format warm-up, then GRPO cycles through the queue on a private vLLM server, each gated and
 # promoted; then the active adapter is exported beside the local pool and the report is drawn.
 TRAIN_HOME ?= .conductor/train-local
