@@ -13,7 +13,6 @@ worker spin (no powers, bounded length and magnitude).
 from __future__ import annotations
 
 import ast
-import math
 import operator
 import re
 from collections.abc import Callable, Sequence
@@ -69,11 +68,13 @@ def calculate(texts: Sequence[str]) -> CalculatorResult:
     """
     for text in texts:
         for expression in reversed(find_expressions(text)):
-            value = _evaluate(expression)
-            if value is not None:
-                return CalculatorResult(expression, value, _format(value))
-            if _divides_by_zero(expression):
+            try:
+                value = _walk(ast.parse(expression, mode="eval").body)
+            except ZeroDivisionError:
                 return CalculatorResult(expression, None, f"{expression} is undefined (division by zero).")
+            except (SyntaxError, ValueError, OverflowError, RecursionError):
+                continue  # not arithmetic, or too large: an earlier expression may still be
+            return CalculatorResult(expression, value, _format(value))
     return CalculatorResult(None, None, NO_EXPRESSION)
 
 
@@ -87,16 +88,8 @@ def _balance(candidate: str) -> str:
     return candidate
 
 
-def _evaluate(expression: str) -> float | None:
-    try:
-        tree = ast.parse(expression, mode="eval")
-        value = _walk(tree.body)
-    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, RecursionError):
-        return None
-    return value if math.isfinite(value) and abs(value) <= MAX_MAGNITUDE else None
-
-
 def _walk(node: ast.expr) -> float:
+    # Every intermediate value is capped, so the result is finite and within MAX_MAGNITUDE.
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
         value = float(node.value)
     elif isinstance(node, ast.BinOp) and type(node.op) in _OPS:
@@ -109,16 +102,6 @@ def _walk(node: ast.expr) -> float:
     if abs(value) > MAX_MAGNITUDE:
         raise ValueError("too large")
     return value
-
-
-def _divides_by_zero(expression: str) -> bool:
-    try:
-        _walk(ast.parse(expression, mode="eval").body)
-    except ZeroDivisionError:
-        return True
-    except (SyntaxError, ValueError, OverflowError, RecursionError):
-        return False
-    return False
 
 
 def _format(value: float) -> str:

@@ -17,6 +17,7 @@ import yaml
 from conductor.config.pool import BUNDLED
 from conductor.config.settings import Settings
 from conductor.domain.problem import Problem
+from conductor.domain.tools import TOOL_PROVIDER
 from conductor.inference.local_model import model_dir
 from reward_pipeline.training.checkpoints import Registry
 from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
@@ -55,7 +56,7 @@ def training_pool(settings: Settings, base_url: str | None, cfg: LocalRunConfig)
     pool["conductor"].update(prompt="compact", max_tokens=256, policy_version="base", temperature=1.0)
     pool["conductor"].pop("adapter", None)
     for spec in [pool["conductor"], *pool["workers"]]:
-        if base_url and not spec["model"].startswith("tool/"):
+        if base_url and not spec["model"].startswith(f"{TOOL_PROVIDER}/"):  # tools run in the worker
             spec.update(model=f"hosted_vllm/{SERVED}", api_base=base_url)
     for w in pool["workers"]:
         w["max_tokens"] = min(int(w.get("max_tokens", 160)), cfg.worker_max_tokens)
