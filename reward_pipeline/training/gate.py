@@ -58,7 +58,7 @@ def evaluate(rollouts: Rollouts, version: str, problems: Sequence[Problem], *, t
     return PolicyEval.from_rollouts(version, rollouts.run(problems, samples=1, options={"gate": tag}))
 
 
-def _not_worse(cand: tuple[int, int], base: tuple[int, int], z: float) -> tuple[bool, dict[str, float]]:
+def not_worse(cand: tuple[int, int], base: tuple[int, int], z: float) -> tuple[bool, dict[str, float]]:
     """Is the candidate's rate not worse beyond a 95% interval on the difference (Wald, both samples)?"""
     (k1, n1), (k0, n0) = cand, base
     p1, p0 = (k1 / n1 if n1 else 0.0), (k0 / n0 if n0 else 0.0)
@@ -70,8 +70,8 @@ def _not_worse(cand: tuple[int, int], base: tuple[int, int], z: float) -> tuple[
 
 
 def decide(candidate: PolicyEval, active: PolicyEval, config: GateConfig = GateConfig()) -> dict[str, Any]:
-    parse_ok, parse = _not_worse((candidate.parsed, candidate.plans), (active.parsed, active.plans), config.z)
-    acc_ok, acc = _not_worse((candidate.correct, candidate.n), (active.correct, active.n), config.z)
+    parse_ok, parse = not_worse((candidate.parsed, candidate.plans), (active.parsed, active.plans), config.z)
+    acc_ok, acc = not_worse((candidate.correct, candidate.n), (active.correct, active.n), config.z)
     limit = active.tokens_per_question * (1 + config.token_margin)
     tokens_ok = candidate.tokens_per_question <= limit or active.tokens_per_question == 0
     reasons = [

