@@ -11,6 +11,7 @@ from conductor import log_context
 from conductor.app.runtime import Runtime
 from conductor.domain.effects import Effects, RoundTask
 from conductor.domain.errors import RateLimited, WorkerCallError
+from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.prompts import build_plan_messages, build_replan_messages, build_step_messages
 from conductor.domain.states import RoundKind
 from conductor.domain.usage import Usage
@@ -35,7 +36,7 @@ class Orchestrator:
         log_context.note_job(task.job_id)  # the message carried only the round id
         messages = self._plan_messages(task)
         try:
-            c = self.rt.gateway.call_conductor(messages, pin=task.policy)
+            c = self.rt.gateway.call_conductor(messages, pin=task.policy, grammar=self._plan_grammar(task))
         except RateLimited:
             raise  # the task hands the round back and re-queues it
         except WorkerCallError as exc:
@@ -54,6 +55,17 @@ class Orchestrator:
                 max_steps=task.max_steps,
             )
         return build_plan_messages(task.question, cards, max_steps=task.max_steps, style=self.rt.pool.conductor.prompt)
+
+    def _plan_grammar(self, task: RoundTask) -> PlanGrammar:
+        """The plans the engine's parser will accept for this round, sized to the Conductor's token cap."""
+        conductor = self.rt.pool.conductor
+        return PlanGrammar.for_round(
+            len(self.rt.pool.cards()),
+            max_steps=task.max_steps,
+            max_tokens=conductor.max_tokens,
+            prompt_style=conductor.prompt,
+            replan=task.kind == RoundKind.REPLAN,
+        )
 
     def run_step(self, step_id: int, host: str = "", requeue_after: float | None = None) -> Effects:
         """Run a step's model call; `requeue_after` as in `plan_round`."""

@@ -34,6 +34,11 @@ class Settings(BaseSettings):
     max_model_calls: int = Field(40, ge=1, description="Most model calls (Conductor + workers) one job may make.")
     samples: int = Field(1, ge=1, le=64, description="Workflows sampled per problem (G).")
     plan_retries: int = Field(1, ge=0, description="Resamples after an unparseable plan before the fallback.")
+    plan_grammar: bool = Field(
+        True,
+        description="Decode plans under a grammar of well-formed plans where we serve the Conductor (in-process "
+        "or vLLM); a hosted Conductor keeps parse-and-resample.",
+    )
     fallback_worker: str | None = Field(
         None,
         description="Worker that answers alone when every plan failed to parse; default: the pool's "
