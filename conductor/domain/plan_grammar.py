@@ -23,15 +23,20 @@ from typing import Any, Literal
 __all__ = ["GRAMMAR_VERSION", "PlanGrammar"]
 
 #: Bumped whenever the language changes, so a stored round says which one masked its sampling.
-GRAMMAR_VERSION = "plan-regex-2"
+GRAMMAR_VERSION = "plan-regex-3"
 
 Preamble = Literal["none", "free"]
 
 # A string literal body: ordinary characters, or the escapes repr() writes and Python reads as such.
+# Every character str.splitlines() breaks on is excluded (the parser reads the block line by line), and
+# the null byte, which Python refuses in source.
+_LINE_BREAKS = r"\x00\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029"
+# Whitespace as str.strip() sees it: a subtask may not start with it, or it could strip to nothing.
+_BLANKS = r" \t\x1f\xa0\u1680\u2000-\u200a\u202f\u205f\u3000" + _LINE_BREAKS
 _ESCAPE = r"\\[\\'\"nt]"
-_BODY = {"'": r"[^'\\\n\r]", '"': r'[^"\\\n\r]'}
-# The first character may not be blank: the parser refuses a subtask that strips to nothing.
-_FIRST = {"'": r"[^'\\\s]", '"': r'[^"\\\s]'}
+_FIRST_ESCAPE = r"\\[\\'\"]"
+_BODY = {"'": rf"[^'\\{_LINE_BREAKS}]", '"': rf'[^"\\{_LINE_BREAKS}]'}
+_FIRST = {"'": rf"[^'\\{_BLANKS}]", '"': rf'[^"\\{_BLANKS}]'}
 #: Characters the structure around the subtasks takes for one step (ids, quotes, access, separators).
 _STRUCTURE_CHARS_PER_STEP = 24
 _FIXED_CHARS = 70  # the fences and the three names
@@ -59,9 +64,21 @@ class PlanGrammar:
             raise ValueError("subtask and plan budgets must be positive")
 
     @classmethod
-    def for_token_budget(cls, pool_size: int, *, max_steps: int, max_tokens: int, **kw: Any) -> PlanGrammar:
-        """A grammar whose longest plan fits ``max_tokens`` at a conservative 3 characters per token."""
-        return cls(pool_size=pool_size, max_steps=max_steps, max_plan_chars=max(60, 3 * max_tokens), **kw)
+    def for_token_budget(
+        cls, pool_size: int, *, max_steps: int, max_tokens: int, preamble: Preamble = "none", **kw: Any
+    ) -> PlanGrammar:
+        """A grammar whose longest completion fits ``max_tokens`` at a conservative 3 characters per
+        token; a preamble of thought takes at most a third of that budget."""
+        budget = max(90, 3 * max_tokens)
+        thought = min(400, budget // 3) if preamble == "free" else 0
+        return cls(
+            pool_size=pool_size,
+            max_steps=max_steps,
+            max_plan_chars=budget - thought,
+            preamble=preamble,
+            max_preamble_chars=max(1, thought),
+            **kw,
+        )
 
     @classmethod
     def for_round(
@@ -124,7 +141,7 @@ def _alternatives(options: Any) -> str:
 def _string(limit: int) -> str:
     quoted = []
     for q in ("'", '"'):
-        first = f"({_FIRST[q]}|{_ESCAPE})"
+        first = f"({_FIRST[q]}|{_FIRST_ESCAPE})"
         rest = f"({_BODY[q]}|{_ESCAPE}){{0,{limit - 1}}}"
         quoted.append(f"{q}{first}{rest}{q}")
     return "(" + "|".join(quoted) + ")"
