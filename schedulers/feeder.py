@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,23 +81,6 @@ def fair_shares(
 def _w(weights: Mapping[str, float], tenant: str, default: float) -> float:
     w = weights.get(tenant, default)
     return w if w > 0 else 1e-9
-
-
-def redis_queue_depth(url: str, queues: Iterable[str]) -> Callable[[], int]:
-    """Messages waiting in kombu's Redis lists for `queues` (priority sub-queues included)."""
-    import redis
-
-    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
-    # kombu's Redis transport keeps priorities 0/3/6/9 as "<queue>", "<queue>\x06\x163", ...
-    keys = [k for q in queues for k in (q, *(f"{q}\x06\x16{p}" for p in (3, 6, 9)))]
-
-    def depth() -> int:
-        pipe = client.pipeline(transaction=False)
-        for k in keys:
-            pipe.llen(k)
-        return int(sum(pipe.execute()))
-
-    return depth
 
 
 @dataclass
@@ -233,6 +216,7 @@ def _now() -> Any:
 
 def feeder_for(runtime: Any, send: Callable[[list[str]], None]) -> Feeder:
     """The feeder a process uses, from its settings (queue depth probed on a Redis broker)."""
+    from schedulers.broker import redis_queue_depth
     from tasks.names import QUEUES
 
     settings = runtime.settings
