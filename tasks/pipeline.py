@@ -19,7 +19,7 @@ from tasks.dispatch import Dispatcher, effects_of
 from tasks.names import QUEUES, TaskName
 from tasks.scoring import register_scoring
 from tasks.training import register_training
-from tasks.webhooks import notify_job, register_webhooks
+from tasks.webhooks import notify_job, register_webhooks, resend_overdue
 
 
 def requeue_after(runtime: Runtime, task: Task) -> float | None:
@@ -122,5 +122,6 @@ def register(app: Celery, runtime: Runtime) -> None:
         # Lost pipeline work, and score tasks lost between finalize's commit and their sending;
         # what waits in a queue is read first, so that no waiting message counts as lost.
         dispatch(orchestrator.recover(waiting()))
+        resend_overdue(app, runtime)  # webhook attempts lost with their process
         feeder().admit()  # waiting batch jobs keep flowing when no client follows them
         record_reaper_run(runtime.settings.cluster_redis_url)  # read by `conductor status`
