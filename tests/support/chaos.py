@@ -272,6 +272,8 @@ def run_chaos(
         report = service.submit_batch(src, keep_ids=False)
         batch_id = report.batch_id
 
+        faults_ended = [float("inf")]  # epoch seconds when the last fault was over
+
         def drive() -> None:
             for at, kind in plan:
                 time.sleep(max(0.0, at - (time.monotonic() - started)))
@@ -295,6 +297,7 @@ def run_chaos(
                     provider.mode = None
                     summary.events.append(f"{t} provider {kind} window")
                 log(summary.events[-1])
+            faults_ended[0] = time.time()
 
         driver = threading.Thread(target=drive, name="chaos-driver", daemon=True)
         driver.start()
@@ -303,12 +306,11 @@ def run_chaos(
         except TimeoutError as exc:
             summary.events.append(f"gave up waiting: {exc}")
         driver.join(timeout=window_s + 30)
-        faults_ended = time.time()
         summary.seconds = time.monotonic() - started
         time.sleep(1.0)
         with runtime.sessions() as s:
             tally(s, summary, batch_id)
-        count_messages(summary, work, faults_ended, left_in_queue=queue_length(redis_srv.url, "llm"))
+        count_messages(summary, work, faults_ended[0], left_in_queue=queue_length(redis_srv.url, "llm"))
         summary.model_calls = len(provider.server.calls)
         summary.faults = dict(provider.faults)
         return summary
