@@ -16,7 +16,6 @@ from conductor.domain.prompts import build_plan_messages, build_replan_messages,
 from conductor.domain.states import RoundKind
 from conductor.domain.usage import Usage
 from conductor.engine import PlanRecord
-from conductor.store import queries
 
 
 class Orchestrator:
@@ -100,12 +99,10 @@ class Orchestrator:
         """Close the job; a job whose problem has a reference is then scored."""
         return self.rt.engine.close_job(job_id)
 
-    def recover(self) -> Effects:
-        """Lost pipeline work, and score tasks lost between finalize's commit and their sending."""
-        eff = self.rt.engine.recover()
-        with self.rt.sessions() as s:
-            eff.score += queries.unscored_jobs(s, older_than_s=self.rt.settings.ready_grace_s)
-        return eff
+    def recover(self, waiting: Effects | None = None) -> Effects:
+        """Lost pipeline work, and score tasks lost between finalize's commit and their sending;
+        `waiting` is the work whose message a broker queue holds (None: the broker cannot tell)."""
+        return self.rt.engine.recover(waiting=waiting)
 
 
 def _requeue_if_transient(exc: WorkerCallError, requeue_after: float | None) -> None:

@@ -66,7 +66,22 @@ class Settings(BaseSettings):
     step_lease_s: float = Field(660.0, gt=0, description="A claimed step or plan not finished by then is re-run.")
     task_time_limit_s: float = Field(600.0, gt=0, description="Hard time limit of every task (prefork pools).")
     reaper_interval_s: float = Field(30.0, gt=0, description="How often beat runs the reaper.")
-    ready_grace_s: float = Field(60.0, gt=0, description="A ready step unclaimed this long is re-enqueued.")
+    ready_grace_s: float = Field(
+        60.0,
+        gt=0,
+        description="Work sent this long ago and neither started nor waiting in a broker queue is re-sent "
+        "(steps, plans, replans, solve, finalize, score).",
+    )
+    resend_max_interval_s: float = Field(
+        960.0,
+        gt=0,
+        description="The reaper's interval between re-sends of the same work doubles from ready_grace_s up to this.",
+    )
+    broker_scan_limit: int = Field(
+        50_000,
+        ge=0,
+        description="Most queued messages the reaper reads to tell waiting work from lost work; past it, time alone decides.",
+    )
 
     api_host: str = Field("127.0.0.1", description="Address `conductor api` listens on.")
     api_port: int = Field(8000, ge=1, le=65535, description="Port `conductor api` listens on.")

@@ -160,6 +160,9 @@ class Job(Base):
     answer_chain_id: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
     webhook_url: Mapped[str | None] = mapped_column(Text)
+    # Send accounting (the reaper's): when it last re-sent this row's message, and how many times.
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    sends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -221,6 +224,9 @@ class Round(Base):
     latency_s: Mapped[float | None] = mapped_column(Float)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Send accounting (the reaper's): when it last re-sent this row's message, and how many times.
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    sends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -253,6 +259,9 @@ class Step(Base):
     claimed_by: Mapped[str | None] = mapped_column(String(200))
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     ready_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Send accounting (the reaper's): when it last re-sent this row's message, and how many times.
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    sends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
