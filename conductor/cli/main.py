@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from conductor.cli import common
+from conductor.cli import common, marks
 from conductor.cli.common import System, echo_json, errors_to_exit_codes, load_settings, running_system
 from conductor.domain.errors import InputError
 
@@ -72,6 +72,9 @@ def solve(
             )
             typer.echo("\n".join(_workflow_lines(view)))
             typer.echo(f"answer: {view['answer'] if view['answer'] is not None else '-'}")
+            if answer is not None:
+                verdict = marks.verdict(sysm.runtime, job_id)
+                typer.echo(f"reference: {answer} -> {verdict.mark}")
             if view["error"]:
                 typer.echo(f"error: {view['error']}")
         unreachable.exit_if_any()
@@ -119,21 +122,29 @@ def run(
         bar.close()
         sink = out.open("w") if out else sys.stdout
         unreachable = common.UnreachableFailures()
+        board = marks.Scoreboard()
         try:
             for line in sysm.service.batch_result_lines(report.batch_id):
-                sink.write(json.dumps(line) + "\n")
+                verdict = marks.verdict(sysm.runtime, line["job_id"])
+                board.add(verdict)
+                sink.write(json.dumps(marks.annotate(line, verdict)) + "\n")
                 unreachable.add(line)
                 if show_workflows:
                     view = sysm.service.job(line["job_id"])
+                    checked = (
+                        "" if verdict.reference is None else f" -> {verdict.mark} (reference: {verdict.reference})"
+                    )
                     typer.echo(
                         f"[{line['id']}] {line['status']} in {line['seconds']}s, {line['tokens']} tokens: "
-                        f"{str(line['answer'])[:160]!r}",
+                        f"{str(line['answer'])[:160]!r}{checked}",
                         err=True,
                     )
                     typer.echo("\n".join(_workflow_lines(view)), err=True)
         finally:
             if out:
                 sink.close()
+        if board.line():
+            typer.echo(board.line(), err=True)
         usage = sysm.service.usage(batch_id=report.batch_id)
         typer.echo(
             f"batch {report.batch_id}: {usage['by_status']}, {usage['prompt_tokens'] + usage['completion_tokens']} "
