@@ -25,11 +25,15 @@ $(VENV)/.installed: pyproject.toml
 model: setup
 	$(BIN)/conductor models pull
 
-# Recursion off: the shipped Conductor was trained on first plans only (the paper adds recursion in a
-# separate fine-tune); on a replan it rewrites the same workflow, which only doubles the demo's time.
+# The first 5 held-out arithmetic word problems (templates the training generator never wrote), run by the
+# trained Conductor with its workflows and a right/wrong mark each; then the pool's two models alone on the
+# same 5, for comparison. Problems are the first N of the file, not picked after the fact.
+HELDOUT := reward_pipeline/evaluation/data/arith_words_heldout.jsonl
 demo: model
-	CONDUCTOR_RECURSION=false $(BIN)/conductor run $(DATA)/gsm8k_test.jsonl --limit 3 --show-workflows --out results/demo.jsonl
-	@echo "results in results/demo.jsonl"
+	$(BIN)/conductor run $(HELDOUT) --limit 5 --show-workflows --out results/demo.jsonl
+	@echo "--- the same 5 problems, each pool model alone:"
+	$(BIN)/conductor eval -b $(HELDOUT) -n 5 -m single:smol-precise,single:smol-creative -o results/demo-single --no-progress
+	@echo "results in results/demo.jsonl and results/demo-single/"
 
 services:
 	scripts/ensure_services.sh
