@@ -14,8 +14,8 @@ from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.prompts import QUESTION_REF, few_shot_examples
 from conductor.domain.workflow import Workflow
 
-COMPACT = PlanGrammar.for_round(3, max_steps=4, max_tokens=256, prompt_style="compact", replan=False)
-REPLAN = PlanGrammar.for_round(3, max_steps=4, max_tokens=256, prompt_style="full", replan=True)
+COMPACT = PlanGrammar.for_round(3, max_steps=4, prompt_style="compact", replan=False)
+REPLAN = PlanGrammar.for_round(3, max_steps=4, prompt_style="full", replan=True)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -24,7 +24,6 @@ def test_every_sentence_of_the_grammar_parses(text):
     workflow = parse_workflow(text, pool_size=3, max_steps=4)
 
     assert 1 <= len(workflow.steps) <= 4
-    assert all(len(step.subtask) <= COMPACT.subtask_limit(len(workflow.steps)) for step in workflow.steps)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -67,19 +66,17 @@ def test_the_defects_that_broke_plans_are_outside_the_grammar(defect, text):
     assert not COMPACT.matches(f"```python\n{text}\n```"), defect
 
 
-def test_subtasks_share_a_budget_so_the_longest_plan_fits_the_token_cap():
-    grammar = PlanGrammar.for_token_budget(3, max_steps=5, max_tokens=100)
-    limits = [grammar.subtask_limit(n) for n in range(1, 6)]
+def test_a_mask_inside_a_subtask_is_cheap_so_serving_stays_fast():
+    # Bounded repetition inside a string made xgrammar 0.2.8 take ~2 s per mask (vLLM decoded at 1.5 tok/s):
+    # lengths are left to the token cap, and the regex has no large counted repetition.
+    counted = [int(n) for n in re.findall(r"\{\d+,(\d+)\}", COMPACT.regex())]
 
-    assert limits == sorted(limits, reverse=True)
-    assert all(n * limits[n - 1] <= grammar.max_plan_chars for n in range(1, 6))
-    long = "x" * (limits[1] + 1)
-    assert not grammar.matches(f"```python\nmodel_id = [0, 1]\nsubtasks = ['{long}', 'b']\naccess_list = [[], []]\n```")
+    assert max(counted, default=0) < COMPACT.max_steps
 
 
 def test_a_full_prompt_may_think_before_the_block_and_the_compact_one_may_not():
     block = "```python\nmodel_id = [0]\nsubtasks = ['Answer {question}']\naccess_list = [[]]\n```"
-    full = PlanGrammar.for_round(3, max_steps=4, max_tokens=256, prompt_style="full", replan=False)
+    full = PlanGrammar.for_round(3, max_steps=4, prompt_style="full", replan=False)
 
     assert full.matches("One step is enough.\n" + block)
     assert not COMPACT.matches("One step is enough.\n" + block)
