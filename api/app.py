@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
-from api import errors
+from api import errors, ui
 from api.metrics import StoreCollector
 from api.routes import batches, chat, files, jobs, metrics, models, webhooks
 from conductor.app.api_service import ApiService
@@ -90,6 +90,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+    ui.install(app)
     for router in (
         models.router,
         chat.router,

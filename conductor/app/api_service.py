@@ -4,11 +4,13 @@ chat conversations as jobs, and cursor pagination. Another tenant's records are 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import Select, and_, or_, select
+from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.app.cancel import cancel_jobs
 from conductor.app.service import JobSpec, Service
@@ -125,16 +127,7 @@ class ApiService:
             q = q.where(Job.status == status)
         if batch_id is not None:
             q = q.where(Job.batch_id == batch_id)
-        if cursor:
-            at, last_id = _decode_cursor(cursor)
-            q = q.where(or_(Job.created_at < at, and_(Job.created_at == at, Job.id < last_id)))
-        q = q.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
-        with self.sessions() as s:
-            rows = list(s.scalars(q))
-            page = rows[:limit]
-            views = [job_summary(j) for j in page]
-        more = len(rows) > limit
-        return JobPage(views, _encode_cursor(page[-1].created_at, page[-1].id) if more and page else None)
+        return page_of_jobs(self.sessions, q, limit=limit, cursor=cursor)
 
     # -- change ------------------------------------------------------------------------------
     def cancel(self, tenant_id: str, job_id: str) -> dict[str, Any]:
@@ -148,6 +141,27 @@ class ApiService:
         self._own(tenant_id, job_id)
         row = record_feedback(self.service.rt, job_id, value)
         return {"job_id": job_id, "reward": row.value, "correct": row.correct, "source": row.source}
+
+
+def page_of_jobs(
+    sessions: sessionmaker[Session],
+    q: Select[Any],
+    *,
+    limit: int,
+    cursor: str | None,
+    view: Callable[[Job], dict[str, Any]] | None = None,
+) -> JobPage:
+    """One page of the jobs `q` selects, newest first; `cursor` is the previous page's `next_cursor`."""
+    if cursor:
+        at, last_id = decode_cursor(cursor)
+        q = q.where(or_(Job.created_at < at, and_(Job.created_at == at, Job.id < last_id)))
+    q = q.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
+    with sessions() as s:
+        rows: list[Job] = list(s.scalars(q))
+        page = rows[:limit]
+        views = [(view or job_summary)(j) for j in page]
+    more = len(rows) > limit
+    return JobPage(views, encode_cursor(page[-1].created_at, page[-1].id) if more and page else None)
 
 
 def job_summary(job: Job) -> dict[str, Any]:
@@ -168,11 +182,11 @@ def job_summary(job: Job) -> dict[str, Any]:
     }
 
 
-def _encode_cursor(at: datetime, job_id: str) -> str:
+def encode_cursor(at: datetime, job_id: str) -> str:
     return base64.urlsafe_b64encode(f"{at.isoformat()}|{job_id}".encode()).decode()
 
 
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         at, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
         return datetime.fromisoformat(at), job_id

@@ -34,7 +34,10 @@ def api_command(
 @keys_app.command("create")
 def keys_create(
     tenant: str = typer.Option(..., help="Tenant name; created on first use."),
-    scopes: str | None = typer.Option(None, help="Comma-separated: models,chat,jobs,files,batches (default: all)."),
+    scopes: str | None = typer.Option(
+        None,
+        help="Comma-separated: models,chat,jobs,files,batches (default: all); admin (never by default) lets /ui show every tenant.",
+    ),
     expires_in_days: float | None = typer.Option(None, help="The key stops working after this many days."),
     max_concurrent_jobs: int | None = typer.Option(None, help="Tenant quota: jobs in flight at once."),
     tokens_per_day: int | None = typer.Option(None, help="Tenant quota: tokens per UTC day."),
