@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -15,6 +16,7 @@ from conductor.app.tenants import create_key
 from conductor.config.settings import Settings
 from tests.conftest import MODEL_HOME
 from tests.support.api_deployment import free_port, wait_http
+from tests.support.browser import chromium, log_in
 from tests.support.cluster import REPO, Proc
 
 pytestmark = pytest.mark.slow
@@ -49,9 +51,29 @@ def test_openai_client_chat_is_answered_by_the_local_model(tmp_path: Path):
         reply = client.chat.completions.create(
             model="conductor", messages=[{"role": "user", "content": "What is 2 + 3? Answer with a number."}]
         )
+        drawn = _explorer_drawing(f"http://127.0.0.1:{port}/ui", key, reply.model_extra["conductor"]["job_id"])
     finally:
         api.stop()
     info = reply.model_extra["conductor"]
     assert info["status"] == "done", api.tail()
     assert reply.choices[0].message.content and reply.usage.completion_tokens > 0
     assert info["model_calls"] >= 2 and info["rounds"] >= 1  # the Conductor planned and a worker answered
+
+    # The job explorer draws the workflow SmolLM2 planned: one node per stored step, one edge per dependency.
+    steps = [st for c in drawn["job"]["chains"] for r in c["rounds"] for st in r["steps"]]
+    assert steps and drawn["nodes"] == len(steps)
+    assert drawn["edges"] == sum(len(st["dependencies"]) for st in steps)
+
+
+def _explorer_drawing(ui: str, key: str, job_id: str) -> dict[str, Any]:
+    with chromium() as browser:
+        context = browser.new_context()
+        page = log_in(context, ui, key)
+        page.goto(f"{ui}/jobs/{job_id}")
+        page.wait_for_selector("svg.workflow .node")
+        job = page.request.get(f"{ui}/jobs/{job_id}/data").json()
+        return {
+            "job": job,
+            "nodes": page.locator("svg.workflow .node").count(),
+            "edges": page.locator("svg.workflow .edge").count(),
+        }
