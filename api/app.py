@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from api import errors, ui
 from api.metrics import StoreCollector
-from api.routes import batches, chat, files, jobs, metrics, models, webhooks
+from api.routes import batches, chat, files, jobs, metrics, models, responses, webhooks
 from conductor.app.api_service import ApiService
 from conductor.app.batches import Batches
 from conductor.app.service import Service
@@ -94,6 +94,7 @@ def create_app(settings: Settings) -> FastAPI:
     for router in (
         models.router,
         chat.router,
+        responses.router,
         jobs.router,
         files.router,
         batches.router,

@@ -12,10 +12,12 @@ from typing import Any
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from conductor.app import responses
 from conductor.app.cancel import cancel_jobs
+from conductor.app.responses import Pin
 from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota, owned
-from conductor.domain.errors import InputError
+from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB
 from conductor.store.models import Chain, Job, Round
@@ -80,6 +82,44 @@ class ApiService:
         )
         job_id, _ = self.submit(tenant_id, Problem(question=question, kind="text"), spec)
         return job_id
+
+    def submit_response(
+        self,
+        tenant_id: str,
+        messages: list[dict[str, Any]],
+        pin: Pin,
+        *,
+        background: bool,
+        instructions: str | None,
+        metadata: dict[str, str] | None,
+    ) -> str:
+        """A Responses API request as a job; background work yields to interactive requests."""
+        options: dict[str, Any] = {"api": responses.API, "model": pin.model, "background": background}
+        options.update(instructions=instructions, metadata=metadata or {})
+        if pin.policy is not None:
+            options["policy"] = pin.policy
+        spec = JobSpec(priority=5 if background else 9, options=options)
+        job_id, _ = self.submit(tenant_id, Problem(question=conversation_question(messages), kind="text"), spec)
+        return job_id
+
+    def response(self, tenant_id: str, resp_id: str) -> dict[str, Any]:
+        with self.sessions() as s:
+            return responses.response_object(s, self._own_response(s, tenant_id, resp_id))
+
+    def cancel_response(self, tenant_id: str, resp_id: str) -> dict[str, Any]:
+        with self.sessions() as s:
+            job = self._own_response(s, tenant_id, resp_id)
+            status = responses.STATUS[str(job.status)]
+        if status in responses.ENDED and status != "cancelled":
+            raise Conflict(f"response {resp_id} is already {status}; only a queued or in-progress one can be cancelled")
+        cancel_jobs(self.sessions, [job.id])
+        return self.response(tenant_id, resp_id)
+
+    def _own_response(self, s: Session, tenant_id: str, resp_id: str) -> Job:
+        job = s.get(Job, responses.job_id_of(resp_id))
+        if job is None or job.tenant_id != tenant_id or (job.options or {}).get("api") != responses.API:
+            raise NotFound(f"no response {resp_id}")
+        return job
 
     # -- read --------------------------------------------------------------------------------
     def _own(self, tenant_id: str, job_id: str) -> Job:

@@ -12,8 +12,8 @@ import pytest
 
 from conductor.domain.states import JobStatus, RoundKind, RoundStatus, StepStatus
 from conductor.store.models import Chain, Job, Round, Step, Tenant
-from tests.conftest import default_script, fresh_pg_database, fresh_redis_db
-from tests.support.api_deployment import Deployment, deploy
+from tests.conftest import default_script
+from tests.support.api_deployment import Deployment, fresh_deployment
 from tests.support.browser import chromium, log_in
 from tests.support.scripted_llm import Reply
 from tests.support.workflows import block, question_of
@@ -41,9 +41,8 @@ def _script() -> Any:
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    with fresh_pg_database() as pg, fresh_redis_db() as redis_url:
-        with deploy(tmp_path_factory.mktemp("explorer"), pg, redis_url, _script()) as d:
-            yield d
+    with fresh_deployment(tmp_path_factory.mktemp("explorer"), _script()) as d:
+        yield d
 
 
 @pytest.fixture(scope="module")
