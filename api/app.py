@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from api import errors, ui
 from api.metrics import StoreCollector
-from api.routes import batches, chat, files, jobs, metrics, models, responses, webhooks
+from api.routes import batches, chat, estimates, files, jobs, metrics, models, responses, webhooks
 from conductor.app.api_service import ApiService
 from conductor.app.batches import Batches
 from conductor.app.service import Service
@@ -96,6 +96,7 @@ def create_app(settings: Settings) -> FastAPI:
         chat.router,
         responses.router,
         jobs.router,
+        estimates.router,
         files.router,
         batches.router,
         webhooks.router,

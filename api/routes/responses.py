@@ -40,6 +40,8 @@ async def create_response(body: ResponseCreate, request: Request, api: Api, who:
         background=body.background,
         instructions=body.instructions,
         metadata=body.metadata,
+        effort=body.reasoning.effort if body.reasoning else None,
+        max_usd=body.max_usd,
     )
     resp_id = responses.response_id(job_id)
     if body.stream:

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.schemas.common import Reasoning
+
 
 class ResponseCreate(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -18,3 +20,5 @@ class ResponseCreate(BaseModel):
     stream: bool = False
     background: bool = False
     store: bool = True
+    reasoning: Reasoning | None = None
+    max_usd: float | None = Field(None, gt=0, description="Conductor extension: the maximum USD for this problem.")

@@ -71,7 +71,14 @@ class ApiService:
         return self.service.submit(problem, spec, via_feeder=True)
 
     def submit_chat(
-        self, tenant_id: str, messages: list[dict[str, Any]], *, model: str, max_tokens: int | None = None
+        self,
+        tenant_id: str,
+        messages: list[dict[str, Any]],
+        *,
+        model: str,
+        max_tokens: int | None = None,
+        effort: str | None = None,
+        max_usd: float | None = None,
     ) -> str:
         question = conversation_question(messages)
         # Interactive work goes ahead of batch work (priority 9 vs the default 5).
@@ -79,7 +86,7 @@ class ApiService:
             priority=9,
             options={"api": "chat", "model": model},
             budget_tokens=None if max_tokens is None else max(max_tokens * 20, 2000),
-        )
+        ).with_knob(effort, max_usd)
         job_id, _ = self.submit(tenant_id, Problem(question=question, kind="text"), spec)
         return job_id
 
@@ -92,13 +99,15 @@ class ApiService:
         background: bool,
         instructions: str | None,
         metadata: dict[str, str] | None,
+        effort: str | None = None,
+        max_usd: float | None = None,
     ) -> str:
         """A Responses API request as a job; background work yields to interactive requests."""
         options: dict[str, Any] = {"api": responses.API, "model": pin.model, "background": background}
         options.update(instructions=instructions, metadata=metadata or {})
         if pin.policy is not None:
             options["policy"] = pin.policy
-        spec = JobSpec(priority=5 if background else 9, options=options)
+        spec = JobSpec(priority=5 if background else 9, options=options).with_knob(effort, max_usd)
         job_id, _ = self.submit(tenant_id, Problem(question=conversation_question(messages), kind="text"), spec)
         return job_id
 

@@ -21,6 +21,7 @@ from conductor.app.cancel import cancel_jobs
 from conductor.app.openai_shapes import chat_completion, job_workflows
 from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota, owned
+from conductor.domain.effort import max_usd
 from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.problem import Problem
 from conductor.domain.states import BatchStatus, JobStatus
@@ -152,7 +153,7 @@ class Batches:
             tenant_id=batch.tenant_id,
             priority=BATCH_PRIORITY,
             options={"api": "batch", "model": str(body.get("model") or "conductor")},
-        )
+        ).with_knob(_effort_of(body), max_usd(body.get("max_usd")))
         return self.service.new_job(
             Problem(id=custom_id, question=question, kind="text"), spec, batch_id=batch.id, line_no=line_no
         )
@@ -425,3 +426,10 @@ def _custom_id(raw: bytes) -> str | None:
     except (ValueError, AttributeError, UnicodeDecodeError):
         return None
     return value if isinstance(value, str) else None
+
+
+def _effort_of(body: dict[str, Any]) -> str | None:
+    """A line's effort: chat's `reasoning_effort`, or Responses' `reasoning.effort`."""
+    reasoning = body.get("reasoning")
+    effort = body.get("reasoning_effort") or (reasoning.get("effort") if isinstance(reasoning, dict) else None)
+    return None if effort is None else str(effort)

@@ -1,4 +1,4 @@
-"""The official `openai` client's chat completion answered by SmolLM2 through the whole pipeline:
+"""The official `openai` client's chat completion and response answered by SmolLM2 through the whole pipeline:
 a real `conductor api` process in the embedded mode (SQLite, in-process Celery worker)."""
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ def test_openai_client_chat_is_answered_by_the_local_model(tmp_path: Path):
         reply = client.chat.completions.create(
             model="conductor", messages=[{"role": "user", "content": "What is 2 + 3? Answer with a number."}]
         )
+        answered = client.responses.create(model="conductor", input="What is 4 + 4? Answer with a number.")
         drawn = _explorer_drawing(f"http://127.0.0.1:{port}/ui", key, reply.model_extra["conductor"]["job_id"])
     finally:
         api.stop()
@@ -58,6 +59,12 @@ def test_openai_client_chat_is_answered_by_the_local_model(tmp_path: Path):
     assert info["status"] == "done", api.tail()
     assert reply.choices[0].message.content and reply.usage.completion_tokens > 0
     assert info["model_calls"] >= 2 and info["rounds"] >= 1  # the Conductor planned and a worker answered
+
+    # The Responses API over the same pipeline: the usage splits the Conductor's calls from the workers'.
+    assert answered.status == "completed" and answered.output_text, api.tail()
+    split = answered.usage.model_extra
+    assert split["conductor"]["calls"] >= 1 and split["workers"]["calls"] >= 1
+    assert split["conductor"]["output_tokens"] + split["workers"]["output_tokens"] == answered.usage.output_tokens
 
     # The job explorer draws the workflow SmolLM2 planned: one node per stored step, one edge per dependency.
     steps = [st for c in drawn["job"]["chains"] for r in c["rounds"] for st in r["steps"]]
