@@ -18,7 +18,7 @@ from sqlalchemy import CursorResult, Result, func, select, update
 
 from conductor.app.api_service import TERMINAL_VALUES, conversation_question
 from conductor.app.cancel import cancel_jobs
-from conductor.app.openai_shapes import chat_completion, job_workflows
+from conductor.app.openai_shapes import batch_usage, chat_completion, job_workflows
 from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota, owned
 from conductor.domain.effort import max_usd
@@ -43,6 +43,7 @@ class Counts:
     total: int
     completed: int
     failed: int
+    usage: dict[str, Any]
 
 
 class Batches:
@@ -201,9 +202,12 @@ class Batches:
             by_status = dict(
                 s.execute(select(Job.status, func.count()).where(Job.batch_id == batch_id).group_by(Job.status)).all()
             )
+            usage = batch_usage(s, batch_id)
         done = by_status.get(JobStatus.DONE, 0) + by_status.get(JobStatus.BUDGET_EXCEEDED, 0)
         ended = sum(n for st, n in by_status.items() if st in TERMINAL_VALUES)
-        return Counts(total=sum(by_status.values()) + invalid, completed=done, failed=ended - done + invalid)
+        return Counts(
+            total=sum(by_status.values()) + invalid, completed=done, failed=ended - done + invalid, usage=usage
+        )
 
     @staticmethod
     def view(b: Batch, counts: Counts) -> dict[str, Any]:
@@ -232,6 +236,7 @@ class Batches:
             "cancelled_at": ts(b.cancelled_at),
             "request_counts": {"total": counts.total, "completed": counts.completed, "failed": counts.failed},
             "metadata": b.meta,
+            "usage": counts.usage,
         }
 
     # -- change ------------------------------------------------------------------------------

@@ -101,6 +101,35 @@ def _print_estimate(file: Path, format: str | None, limit: int | None, effort: s
 
 
 @app.command()
+def retry(
+    batch_id: str = typer.Argument(..., help="A batch that has ended (`conductor run` or the Batch API)."),
+    out: Path | None = typer.Option(None, help="Result JSONL of the retried lines (`conductor run` batches)."),
+    timeout: float | None = typer.Option(None, help="Give up following after this many seconds."),
+) -> None:
+    """Run only the failed lines of a batch again, as a new batch linked to the old one."""
+    from conductor.app.batch_repair import failed_problems_file, retry_failed
+    from conductor.app.batches import Batches
+    from conductor.store.models import Batch
+
+    settings = load_settings()
+    with errors_to_exit_codes(), running_system(settings) as sysm:
+        batches = Batches(sysm.service)
+        with batches.sessions() as s:
+            old = s.get(Batch, batch_id)
+            tenant = old.tenant_id if old is not None and old.status is not None else None
+        if tenant is not None:  # a Batch API batch: the CLI acts for the batch's own tenant
+            new = retry_failed(batches, tenant, batch_id)
+            typer.echo(new.id)
+            typer.echo(f"batch {new.id} retries the failed lines of {batch_id} (metadata.retry_of)", err=True)
+            return
+        problems = settings.home / "retries" / f"retry-of-{batch_id}.jsonl"
+        n = failed_problems_file(batches, batch_id, problems)
+    typer.echo(f"retrying {n} failed line(s) of {batch_id} from {problems}", err=True)
+    run(file=problems, out=out, format="jsonl", limit=None, samples=None, timeout=timeout, budget_tokens=None,
+        budget_usd=None, show_workflows=False, effort=None, estimate=False)  # fmt: skip
+
+
+@app.command()
 def run(
     file: Path = typer.Argument(..., exists=True, dir_okay=False, help="Problems: JSONL or a benchmark file."),
     out: Path | None = typer.Option(None, help="Result JSONL (default: stdout)."),
