@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 import yaml
@@ -51,7 +52,10 @@ def test_openai_client_chat_is_answered_by_the_local_model(tmp_path: Path):
         reply = client.chat.completions.create(
             model="conductor", messages=[{"role": "user", "content": "What is 2 + 3? Answer with a number."}]
         )
-        answered = client.responses.create(model="conductor", input="What is 4 + 4? Answer with a number.")
+        answered = client.responses.create(
+            model="conductor", input="What is 4 + 4? Answer with a number.", reasoning={"effort": "low"}
+        )
+        low_steps = _steps_of(f"http://127.0.0.1:{port}/v1", key, answered.model_extra["conductor"]["job_id"])
         drawn = _explorer_drawing(f"http://127.0.0.1:{port}/ui", key, reply.model_extra["conductor"]["job_id"])
     finally:
         api.stop()
@@ -65,6 +69,8 @@ def test_openai_client_chat_is_answered_by_the_local_model(tmp_path: Path):
     split = answered.usage.model_extra
     assert split["conductor"]["calls"] >= 1 and split["workers"]["calls"] >= 1
     assert split["conductor"]["output_tokens"] + split["workers"]["output_tokens"] == answered.usage.output_tokens
+
+    assert low_steps and max(low_steps) <= 1, "low effort: one-step workflows (or the one-step fallback)"
 
     # The job explorer draws the workflow SmolLM2 planned: one node per stored step, one edge per dependency.
     steps = [st for c in drawn["job"]["chains"] for r in c["rounds"] for st in r["steps"]]
@@ -84,3 +90,8 @@ def _explorer_drawing(ui: str, key: str, job_id: str) -> dict[str, Any]:
             "nodes": page.locator("svg.workflow .node").count(),
             "edges": page.locator("svg.workflow .edge").count(),
         }
+
+
+def _steps_of(base_url: str, key: str, job_id: str) -> list[int]:
+    job = httpx.get(f"{base_url}/jobs/{job_id}", headers={"Authorization": f"Bearer {key}"}, timeout=30).json()
+    return [len(r["steps"]) for c in job["chains"] for r in c["rounds"] if r["steps"]]
