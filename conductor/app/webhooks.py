@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 from standardwebhooks import Webhook
 
+from conductor.app import responses
 from conductor.app.api_service import TERMINAL_VALUES
 from conductor.config.settings import Settings
 from conductor.domain.errors import NotFound
@@ -34,6 +35,12 @@ def job_event(sessions: sessionmaker[Session], job_id: str) -> str | None:
         url = job.webhook_url or (tenant.webhook_url if tenant else None)
         if not url:
             return None
+        if (job.options or {}).get("api") == responses.API:  # OpenAI's event names, the response as data
+            resp = responses.response_object(s, job)
+            event = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(
+                resp["status"], f"response.{resp['status']}"
+            )
+            return _record(s, job.tenant_id, event, job.id, url, resp)
         data = {
             "id": job.id,
             "object": "job",
