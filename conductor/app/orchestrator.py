@@ -56,11 +56,12 @@ class Orchestrator:
         return build_plan_messages(task.question, cards, max_steps=task.max_steps, style=self.rt.pool.conductor.prompt)
 
     def _plan_grammar(self, task: RoundTask) -> PlanGrammar:
-        """The plans the engine's parser will accept for this round."""
+        """The plans the engine's parser will accept for this round, sized to the Conductor's token cap."""
         conductor = self.rt.pool.conductor
         return PlanGrammar.for_round(
             len(self.rt.pool.cards()),
             max_steps=task.max_steps,
+            max_tokens=conductor.max_tokens,
             prompt_style=conductor.prompt,
             replan=task.kind == RoundKind.REPLAN,
         )

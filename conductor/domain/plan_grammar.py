@@ -8,12 +8,13 @@ The block is written the way :meth:`Workflow.to_python` writes it (the format th
 teaches), so a trained policy loses nothing to the constraint.
 
 The regex uses the subset that Python's ``re`` and the grammar backends (xgrammar, llguidance)
-read alike: literals, classes, groups, alternation and small bounded repetition. Subtask and
-preamble lengths are bounded by the Conductor's token cap, not inside the regex: xgrammar 0.2.8
-computes a mask inside ``c{0,n}`` in time growing with ``n`` (measured on this project's tokenizer:
-58 ms per token at n=60, 2.1 s at n=200, against microseconds for ``c*``), which made vLLM decode
-at 1.5 tokens/s. A plan cut off at the cap is therefore the one defect the grammar leaves to
-parse-and-resample; with the question written as a reference (``{question}``) plans are short.
+read alike: literals, classes, groups, alternation and bounded repetition. A subtask is bounded in
+*words* (runs of non-blank characters separated by one space), and the words of a plan share a
+budget sized to the Conductor's token cap, so a plan always closes before the cap: a weak policy
+that loops inside a subtask is cut at its word limit and the plan still parses. Words, not
+characters, because xgrammar 0.2.8 computes a mask inside ``c{0,n}`` in time growing with ``n``
+(measured on this project's tokenizer: 58 ms per token at n=60, 2.1 s at n=200, which made vLLM
+decode at 1.5 tokens/s), while ``w( w){0,80}`` with unbounded words costs 0.1 ms.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Literal
 __all__ = ["GRAMMAR_VERSION", "PlanGrammar"]
 
 #: Bumped whenever the language changes, so a stored round says which one masked its sampling.
-GRAMMAR_VERSION = "plan-regex-4"
+GRAMMAR_VERSION = "plan-regex-5"
 
 Preamble = Literal["none", "free"]
 
@@ -38,35 +39,52 @@ _LINE_BREAKS = r"\x00\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029"
 _BLANKS = r" \t\x1f\xa0\u1680\u2000-\u200a\u202f\u205f\u3000" + _LINE_BREAKS
 _ESCAPE = r"\\[\\'\"nt]"
 _FIRST_ESCAPE = r"\\[\\'\"]"
-_BODY = {"'": rf"[^'\\{_LINE_BREAKS}]", '"': rf'[^"\\{_LINE_BREAKS}]'}
-_FIRST = {"'": rf"[^'\\{_BLANKS}]", '"': rf'[^"\\{_BLANKS}]'}
 
 
 @dataclass(frozen=True)
 class PlanGrammar:
-    """The plans a round may produce: sized to the pool and the step cap."""
+    """The plans a round may produce: sized to the pool, the step cap and the completion budget."""
 
     pool_size: int
     max_steps: int = 5
-    #: "free": thought (no backticks) may precede the block, as the full prompts ask.
+    #: Words one subtask may have, and all subtasks of a plan together.
+    max_subtask_words: int = 60
+    max_plan_words: int = 128
+    #: "free": up to ``max_preamble_words`` of thought (no backticks) may precede the block.
     preamble: Preamble = "none"
+    max_preamble_words: int = 60
     #: A replan may answer three empty lists (keep the previous answer).
     allow_empty: bool = False
 
     def __post_init__(self) -> None:
         if self.pool_size < 1 or self.max_steps < 1:
             raise ValueError("a plan grammar needs at least one worker and one step")
+        if min(self.max_subtask_words, self.max_plan_words, self.max_preamble_words) < 1:
+            raise ValueError("word budgets must be positive")
 
     @classmethod
-    def for_round(cls, pool_size: int, *, max_steps: int, prompt_style: str, replan: bool) -> PlanGrammar:
-        """The grammar of one Conductor round: the full prompts ask for brief thought before the block
-        (so a preamble is allowed), the compact one for the block only; a replan may keep its answer."""
+    def for_round(
+        cls, pool_size: int, *, max_steps: int, max_tokens: int, prompt_style: str, replan: bool
+    ) -> PlanGrammar:
+        """The grammar of one Conductor round, sized so its longest completion fits ``max_tokens``: the
+        full prompts ask for brief thought before the block (a preamble, from the same budget), the
+        compact one for the block only; a replan may keep its answer."""
+        free = replan or prompt_style != "compact"
+        # A conservative 2 tokens per word (words carry punctuation), after ~10 tokens per step of structure.
+        words = max(8, (max_tokens - 20 - 10 * max_steps) // 2)
+        thought = words // 3 if free else 0
         return cls(
             pool_size=pool_size,
             max_steps=max_steps,
-            preamble="free" if replan or prompt_style != "compact" else "none",
+            max_plan_words=words - thought,
+            preamble="free" if free else "none",
+            max_preamble_words=max(1, thought),
             allow_empty=replan,
         )
+
+    def subtask_words(self, n_steps: int) -> int:
+        """Words one subtask may have in a plan of ``n_steps`` steps."""
+        return max(1, min(self.max_subtask_words, self.max_plan_words // n_steps))
 
     def regex(self) -> str:
         plans = [self._plan(n) for n in range(1, self.max_steps + 1)]
@@ -74,7 +92,8 @@ class PlanGrammar:
             plans.insert(0, r"model_id = \[\]\nsubtasks = \[\]\naccess_list = \[\]")
         block = r"```python\n(" + "|".join(plans) + r")\n```"
         if self.preamble == "free":
-            return r"([^`]+\n)?" + block
+            word = f"[^`{_BLANKS}]+"
+            return rf"({word}([ \n]{word}){{0,{self.max_preamble_words - 1}}}\n)?" + block
         return block
 
     def describe(self) -> dict[str, Any]:
@@ -94,7 +113,7 @@ class PlanGrammar:
     # -- pieces ------------------------------------------------------------------------
     def _plan(self, n: int) -> str:
         worker = _alternatives(str(i) for i in range(self.pool_size))
-        subtask = _string()
+        subtask = _string(self.subtask_words(n))
         workers = r"\[" + r", ".join([worker] * n) + r"\]"
         subtasks = r"\[" + r", ".join([subtask] * n) + r"\]"
         access = r"\[" + r", ".join(_access(i) for i in range(n)) + r"\]"
@@ -106,12 +125,14 @@ def _alternatives(options: Any) -> str:
     return items[0] if len(items) == 1 else "(" + "|".join(items) + ")"
 
 
-def _string() -> str:
+def _string(words: int) -> str:
+    """A quoted, non-blank subtask of at most ``words`` words (one space between them)."""
     quoted = []
     for q in ("'", '"'):
-        first = f"({_FIRST[q]}|{_FIRST_ESCAPE})"
-        rest = f"({_BODY[q]}|{_ESCAPE})*"
-        quoted.append(f"{q}{first}{rest}{q}")
+        char = f"([^{q}\\\\{_BLANKS}]|{_ESCAPE})"
+        first = f"([^{q}\\\\{_BLANKS}]|{_FIRST_ESCAPE})"
+        tail = f"( {char}+){{0,{words - 1}}}" if words > 1 else ""
+        quoted.append(f"{q}{first}{char}*{tail}{q}")
     return "(" + "|".join(quoted) + ")"
 
 

@@ -52,6 +52,7 @@ def probe_plans(gateway: Gateway, problems: Sequence[Problem], *, max_steps: int
     grammar = PlanGrammar.for_round(
         len(cards),
         max_steps=max_steps,
+        max_tokens=pool.conductor.max_tokens,
         prompt_style=pool.conductor.prompt,
         replan=False,
     )

@@ -166,7 +166,7 @@ def test_local_backend_fields_survive_litellm_into_the_completion(tmp_path):
     assert (c.prompt_tokens, c.completion_tokens) == (4, 2)
 
 
-GRAMMAR = PlanGrammar.for_round(1, max_steps=2, prompt_style="compact", replan=False)
+GRAMMAR = PlanGrammar.for_round(1, max_steps=2, max_tokens=24, prompt_style="compact", replan=False)
 
 
 @pytest.mark.parametrize("enabled", [True, False])

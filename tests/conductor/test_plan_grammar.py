@@ -14,8 +14,8 @@ from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.prompts import QUESTION_REF, few_shot_examples
 from conductor.domain.workflow import Workflow
 
-COMPACT = PlanGrammar.for_round(3, max_steps=4, prompt_style="compact", replan=False)
-REPLAN = PlanGrammar.for_round(3, max_steps=4, prompt_style="full", replan=True)
+COMPACT = PlanGrammar.for_round(3, max_steps=4, max_tokens=256, prompt_style="compact", replan=False)
+REPLAN = PlanGrammar.for_round(3, max_steps=4, max_tokens=256, prompt_style="full", replan=True)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -66,17 +66,29 @@ def test_the_defects_that_broke_plans_are_outside_the_grammar(defect, text):
     assert not COMPACT.matches(f"```python\n{text}\n```"), defect
 
 
-def test_a_mask_inside_a_subtask_is_cheap_so_serving_stays_fast():
-    # Bounded repetition inside a string made xgrammar 0.2.8 take ~2 s per mask (vLLM decoded at 1.5 tok/s):
-    # lengths are left to the token cap, and the regex has no large counted repetition.
-    counted = [int(n) for n in re.findall(r"\{\d+,(\d+)\}", COMPACT.regex())]
+def test_subtasks_are_bounded_in_words_that_share_a_budget_so_the_plan_closes_before_the_token_cap():
+    grammar = PlanGrammar.for_round(3, max_steps=5, max_tokens=100, prompt_style="compact", replan=False)
+    limits = [grammar.subtask_words(n) for n in range(1, 6)]
+    longest = "word " * (limits[1] - 1) + "word"
 
-    assert max(counted, default=0) < COMPACT.max_steps
+    assert limits == sorted(limits, reverse=True)
+    assert all(n * limits[n - 1] <= grammar.max_plan_words for n in range(1, 6))
+    assert grammar.matches(f"```python\nmodel_id = [0, 1]\nsubtasks = ['{longest}', 'b']\naccess_list = [[], []]\n```")
+    assert not grammar.matches(
+        f"```python\nmodel_id = [0, 1]\nsubtasks = ['{longest} more', 'b']\naccess_list = [[], []]\n```"
+    )
+
+
+def test_no_counted_repetition_of_characters_so_a_mask_stays_cheap():
+    # xgrammar 0.2.8 took ~2 s per mask inside c{0,200} (vLLM decoded at 1.5 tok/s); words are counted instead.
+    counted = re.findall(r"\]\{\d+,\d+\}|\)\{\d+,\d+\}", COMPACT.regex())
+
+    assert counted and all(c.startswith(")") for c in counted)
 
 
 def test_a_full_prompt_may_think_before_the_block_and_the_compact_one_may_not():
     block = "```python\nmodel_id = [0]\nsubtasks = ['Answer {question}']\naccess_list = [[]]\n```"
-    full = PlanGrammar.for_round(3, max_steps=4, prompt_style="full", replan=False)
+    full = PlanGrammar.for_round(3, max_steps=4, max_tokens=256, prompt_style="full", replan=False)
 
     assert full.matches("One step is enough.\n" + block)
     assert not COMPACT.matches("One step is enough.\n" + block)

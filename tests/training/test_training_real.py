@@ -98,7 +98,7 @@ def test_a_group_with_no_reward_variance_is_dropped(backend, tmp_path):
 
 
 # -- grammar on: the behaviour distribution is the masked one ---------------------------------------
-PLAN = PlanGrammar.for_round(len(CARDS), max_steps=2, prompt_style="compact", replan=False)
+PLAN = PlanGrammar.for_round(len(CARDS), max_steps=2, max_tokens=64, prompt_style="compact", replan=False)
 
 
 def _masked_logprobs(model, tokenizer, gen, temperature: float, regex: str | None) -> list[float]:
@@ -133,7 +133,7 @@ def test_under_the_grammar_the_trainer_reproduces_the_masked_behaviour_logprobs(
 def test_a_wrong_grammar_mask_is_visible_in_the_trainers_logprobs(backend):
     messages = build_plan_messages("What is 12 + 30?", CARDS, max_steps=2, style="compact")
     gen = backend.generate(messages, max_tokens=64, temperature=0.7, seed=11, regex=PLAN.regex())
-    wrong = PlanGrammar.for_round(5, max_steps=3, prompt_style="compact", replan=False).regex()
+    wrong = PlanGrammar.for_round(5, max_steps=3, max_tokens=64, prompt_style="compact", replan=False).regex()
 
     replayed = _masked_logprobs(backend.model, backend.tokenizer, gen, 0.7, wrong)
 

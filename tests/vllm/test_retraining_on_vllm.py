@@ -138,7 +138,8 @@ def test_trainer_logprobs_match_vllms_processed_logprobs_at_the_sampled_temperat
     assert mean(masked) < mean(unmasked) / 2 and mean(masked) < mean(raw) / 2
     # A deliberately wrong mask (the grammar of a one-model pool) is visible: it forbids tokens
     # the behaviour policy sampled, or moves their logprobs.
-    wrong = PlanGrammar(**{**{k: grammar[k] for k in ("max_steps", "preamble", "allow_empty")}, "pool_size": 1}).regex()
+    keep = ("max_steps", "max_subtask_words", "max_plan_words", "preamble", "max_preamble_words", "allow_empty")
+    wrong = PlanGrammar(**{**{k: grammar[k] for k in keep}, "pool_size": 1}).regex()
     try:
         assert mean(gaps(temperature, wrong)) > mean(masked) + 0.01
     except ValueError as exc:
