@@ -76,7 +76,8 @@ def deploy(
     runtime = Runtime(Settings(home=home, broker_url=redis_url, database_url=pg_url), pool=pool)
     runtime.migrate()
     try:
-        with workers(env, home, list(worker_names), queues="conductor,llm,default", concurrency=concurrency):
+        # Beat sweeps the batches (expire, finalize, lost reads): the API process holds no work.
+        with workers(env, home, list(worker_names), queues="conductor,llm,default", concurrency=concurrency, beat=True):
             api = Proc("api", ["api", "--port", str(port)], env, home / "api.log")
             try:
                 wait_http(f"http://127.0.0.1:{port}/openapi.json", api)
