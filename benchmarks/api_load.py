@@ -97,7 +97,8 @@ def deployment(home: Path, server: ScriptedLLMServer, *, services: bool, threads
         key, _ = create_key(rt.sessions, "load")
         rt.close()
         if services:
-            stack.enter_context(workers(env, home, ["w1", "w2"], concurrency=threads // 2 or 1))
+            # beat sweeps the Batch API batches (expire, finalize): the API process holds no work
+            stack.enter_context(workers(env, home, ["w1", "w2"], concurrency=threads // 2 or 1, beat=True))
         api = Proc("api", ["api", "--port", str(port)], env, home / "api.log")
         stack.callback(api.stop)
         wait_http(f"http://127.0.0.1:{port}/openapi.json", api)

@@ -1,4 +1,4 @@
-"""Celery beat: the periodic work (the reaper; retrain trigger and cleanup join it later).
+"""Celery beat: the periodic work (the reaper, the Batch API sweep, the retrain trigger).
 
 Exactly one beat may run: two would enqueue every periodic task twice. With a Redis broker
 the running beat holds a Redis lock that a background thread renews every third of its TTL; a
@@ -32,6 +32,13 @@ log = logging.getLogger(__name__)
 def beat_schedule(settings: Settings) -> dict:
     schedule: dict = {
         "reap-lost-work": {"task": TaskName.REAP.value, "schedule": settings.reaper_interval_s},
+        # Batch API batches move along here, not in the API process (expiry, finalize, lost reads).
+        # A sweep still queued when the next one is due is dropped: sweeps never pile up.
+        "sweep-batches": {
+            "task": TaskName.BATCH_SWEEP.value,
+            "schedule": settings.batch_sweep_s,
+            "options": {"expires": max(settings.batch_sweep_s, 1.0)},
+        },
     }
     if settings.retrain_enabled:
         schedule["retrain-check"] = {"task": TaskName.RETRAIN_CHECK.value, "schedule": settings.retrain_check_s}

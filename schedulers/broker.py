@@ -66,3 +66,11 @@ def redis_waiting_task_ids(url: str, queues: Iterable[str], *, limit: int) -> Ca
         return ids
 
     return waiting
+
+
+def waiting_task_ids(url: str, queues: Iterable[str], *, limit: int) -> Callable[[], set[str] | None]:
+    """`redis_waiting_task_ids` on a Redis broker; elsewhere (the in-memory transport) nothing can
+    be read, and the probe answers None."""
+    if not url.startswith(("redis://", "rediss://")):
+        return lambda: None
+    return redis_waiting_task_ids(url, queues, limit=limit)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Mapping
 
 from celery import Celery
 from celery.worker import WorkController
@@ -22,18 +24,26 @@ class _Controller(WorkController):
 class EmbeddedWorker:
     """Runs a real Celery WorkController (thread pool) in a background thread of this process.
 
-    With `reap_every_s` it also plays beat's part: there is no separate beat process in the
-    embedded mode, and without the reaper a task that died mid-step would leave its job
-    running forever.
+    With `reap_every_s` (and `periodic`: task name -> seconds, e.g. the batch sweep) it also plays
+    beat's part: there is no separate beat process in the embedded mode, and without the reaper
+    a task that died mid-step would leave its job running forever.
     """
 
     def __init__(
-        self, app: Celery, *, concurrency: int = 4, loglevel: str = "WARNING", reap_every_s: float | None = None
+        self,
+        app: Celery,
+        *,
+        concurrency: int = 4,
+        loglevel: str = "WARNING",
+        reap_every_s: float | None = None,
+        periodic: Mapping[str, float] | None = None,
     ) -> None:
         self.app = app
         self.concurrency = concurrency
         self.loglevel = loglevel
-        self.reap_every_s = reap_every_s
+        self.periodic = dict(periodic or {})
+        if reap_every_s:
+            self.periodic[TaskName.REAP.value] = reap_every_s
         self._controller: _Controller | None = None
         self._thread: threading.Thread | None = None
         self._stop_reaping = threading.Event()
@@ -60,15 +70,18 @@ class EmbeddedWorker:
         self._thread.start()
         if not self._controller.ready.wait(timeout):
             raise RuntimeError("embedded Celery host did not start")
-        if self.reap_every_s:
+        if self.periodic:
             self._reaper = threading.Thread(target=self._reap_periodically, name="embedded-reaper", daemon=True)
             self._reaper.start()
         return self
 
     def _reap_periodically(self) -> None:
-        assert self.reap_every_s is not None
-        while not self._stop_reaping.wait(self.reap_every_s):
-            self.app.send_task(TaskName.REAP.value)
+        due = {name: time.monotonic() + every for name, every in self.periodic.items()}
+        while not self._stop_reaping.wait(max(0.0, min(due.values()) - time.monotonic())):
+            for name, at in due.items():
+                if at <= time.monotonic():
+                    self.app.send_task(name)
+                    due[name] = time.monotonic() + self.periodic[name]
 
     def stop(self) -> None:
         self._stop_reaping.set()

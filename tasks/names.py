@@ -23,6 +23,9 @@ class TaskName(StrEnum):
     SCORE = "conductor.score"
     RETRAIN_CHECK = "conductor.retrain_check"
     RETRAIN = "conductor.retrain"
+    BATCH_READ = "conductor.batch_read"
+    BATCH_FINALIZE = "conductor.batch_finalize"
+    BATCH_SWEEP = "conductor.batch_sweep"
 
 
 QUEUES = tuple(q.value for q in Queue)
@@ -39,4 +42,9 @@ ROUTES: dict[str, dict[str, str]] = {
     TaskName.SCORE: {"queue": Queue.REWARD},
     TaskName.RETRAIN_CHECK: {"queue": Queue.DEFAULT},
     TaskName.RETRAIN: {"queue": Queue.TRAIN},
+    # Batch API work, off the API process: reading an input file, writing the output files, and
+    # beat's sweep that expires, claims and re-sends it.
+    TaskName.BATCH_READ: {"queue": Queue.DEFAULT},
+    TaskName.BATCH_FINALIZE: {"queue": Queue.DEFAULT},
+    TaskName.BATCH_SWEEP: {"queue": Queue.DEFAULT},
 }

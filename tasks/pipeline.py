@@ -12,9 +12,10 @@ from conductor.app.orchestrator import Orchestrator
 from conductor.app.runtime import Runtime
 from conductor.domain.effects import Effects
 from conductor.domain.errors import RateLimited
-from schedulers.broker import redis_waiting_task_ids
+from schedulers.broker import waiting_task_ids
 from schedulers.feeder import Feeder, feeder_for
 from schedulers.health import record_reaper_run
+from tasks.batches import register_batches
 from tasks.dispatch import Dispatcher, effects_of
 from tasks.names import QUEUES, TaskName
 from tasks.scoring import register_scoring
@@ -33,10 +34,7 @@ def requeue_after(runtime: Runtime, task: Task) -> float | None:
 def waiting_work(runtime: Runtime) -> Callable[[], Effects | None]:
     """The work whose messages wait in the broker's queues now; None where that cannot be read (the
     in-memory transport, or more messages than `broker_scan_limit`)."""
-    settings = runtime.settings
-    if not settings.broker_url.startswith(("redis://", "rediss://")):
-        return lambda: None
-    probe = redis_waiting_task_ids(settings.broker_url, QUEUES, limit=settings.broker_scan_limit)
+    probe = waiting_task_ids(runtime.settings.broker_url, QUEUES, limit=runtime.settings.broker_scan_limit)
 
     def read() -> Effects | None:
         ids = probe()
@@ -50,6 +48,7 @@ def register(app: Celery, runtime: Runtime) -> None:
     register_scoring(app, runtime)
     register_webhooks(app, runtime)
     register_training(app, runtime)
+    register_batches(app, runtime, dispatch)
     orchestrator = Orchestrator(runtime)
     waiting = waiting_work(runtime)
     _feeder: list[Feeder] = []

@@ -1,10 +1,10 @@
-"""OpenAI Batch API: create (the input file is read in the background), retrieve, list, cancel."""
+"""OpenAI Batch API: create (the input file is read by a worker), retrieve, list, cancel."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, BackgroundTasks, Query
+from fastapi import APIRouter, Query
 
 from api.deps import BatchesCaller, BatchesDep
 from api.schemas.batches import BatchCreate, BatchList, BatchObject
@@ -15,13 +15,12 @@ router = APIRouter(prefix="/v1/batches", tags=["batches"], responses={404: {"mod
 
 
 @router.post("", response_model=BatchObject, responses={400: {"model": ErrorResponse}, 429: {"model": ErrorResponse}})
-def create_batch(
-    body: BatchCreate, background: BackgroundTasks, batches: BatchesDep, who: BatchesCaller
-) -> BatchObject:
+def create_batch(body: BatchCreate, batches: BatchesDep, who: BatchesCaller) -> BatchObject:
+    # Stores the batch row and sends the read to a worker: a 100k-line file takes a while, and an
+    # API restart must not lose it.
     batch = batches.create(
         who.tenant_id, body.input_file_id, endpoint=body.endpoint, window=body.completion_window, metadata=body.metadata
     )
-    background.add_task(batches.ingest, batch.id)  # after the response: a 100k-line file takes a while
     return BatchObject(**batches.get(who.tenant_id, batch.id))
 
 

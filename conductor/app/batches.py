@@ -1,6 +1,11 @@
 """Files and OpenAI-style batches: uploads streamed to disk, input files read line by line into
 jobs, and output/error files written in input order once every job has ended. Nothing here holds
 a whole file in memory: lines are read, validated and inserted in chunks.
+
+The API process only stores the file and the batch row and sends the read to a worker
+(`batch_ingest`); beat's batch sweep (`sweep`) expires batches, claims finished ones for a worker
+to write their files (`finalize`), and re-sends a read or a finalize whose worker or message was
+lost, under the reaper's backoff (`ResendPolicy`). An API restart loses nothing.
 """
 
 from __future__ import annotations
@@ -8,30 +13,30 @@ from __future__ import annotations
 import heapq
 import json
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import CursorResult, Result, func, select, update
+from sqlalchemy import func, select, update
 
-from conductor.app.api_service import TERMINAL_VALUES, conversation_question
+from conductor.app.api_service import TERMINAL_VALUES
+from conductor.app.batch_ingest import CHUNK, BatchReader, error_lines, invalid_path, rowcount
+from conductor.app.batch_sweep import BatchSweep
 from conductor.app.cancel import cancel_jobs
 from conductor.app.openai_shapes import batch_usage, chat_completion, job_workflows
-from conductor.app.service import JobSpec, Service
+from conductor.app.service import Service
 from conductor.app.tenants import check_quota, owned
-from conductor.domain.effort import max_usd
 from conductor.domain.errors import Conflict, InputError, NotFound
-from conductor.domain.problem import Problem
+from conductor.domain.resend import ResendPolicy
 from conductor.domain.states import BatchStatus, JobStatus
 from conductor.store.models import Batch, File, Job, utcnow
 
-CHUNK = 500
-BATCH_PRIORITY = 3  # below the default (5) and chat (9)
 ENDPOINT = "/v1/chat/completions"
-#: schedulers.feeder.WAITING (conductor.app imports no schedulers): written, not yet admitted.
-WAITING = JobStatus.WAITING
+READ, FINALIZE = "read", "finalize"
+#: How batch work reaches a worker: send(READ or FINALIZE, batch_id) (`tasks.batches.send_batch_work`).
+BatchSend = Callable[[str, str], None]
 
 
 def _aware(t: datetime | None) -> datetime | None:
@@ -49,10 +54,11 @@ class Counts:
 class Batches:
     """Files API and Batch API semantics over the Service's store and submitter."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, send: BatchSend | None = None) -> None:
         self.service = service
         self.sessions = service.rt.sessions
         self.root: Path = service.rt.settings.files_path
+        self.send = send
 
     # -- files -------------------------------------------------------------------------------
     def save_file(self, tenant_id: str | None, filename: str, purpose: str, chunks: Iterable[bytes]) -> File:
@@ -98,84 +104,15 @@ class Batches:
         )
         with self.sessions.begin() as s:
             s.add(batch)
+        if self.send is not None:
+            # Lost before a worker takes it (this process killed now, the broker away)? Beat's
+            # sweep sends it again once overdue: the batch row says what is left to do.
+            self.send(READ, batch.id)
         return batch
 
-    def ingest(self, batch_id: str) -> None:
-        """Read the input file into jobs, CHUNK lines at a time; malformed lines go to the error file."""
-        with self.sessions() as s:
-            batch = s.get_one(Batch, batch_id)
-            src = s.get_one(File, batch.input_file_id)
-        seen: set[str] = set()  # custom_ids must be unique within a batch
-        pending: list[Job] = []
-        valid = invalid = 0
-        with Path(src.path).open("rb") as fh, self._invalid_path(batch_id).open("w") as bad:
-            for line_no, raw in enumerate(fh, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    pending.append(self._job_from_line(batch, line_no, raw, seen))
-                    valid += 1
-                except InputError as exc:
-                    invalid += 1
-                    bad.write(json.dumps({"line": line_no, "custom_id": _custom_id(raw), "message": str(exc)}) + "\n")
-                if len(pending) >= CHUNK:
-                    if not self._flush(batch_id, pending):
-                        return  # cancelled while validating
-                    pending = []
-            if not self._flush(batch_id, pending):
-                return
-        with self.sessions.begin() as s:
-            s.execute(
-                update(Batch)
-                .where(Batch.id == batch_id, Batch.status == BatchStatus.VALIDATING.value)
-                .values(status=BatchStatus.IN_PROGRESS.value, in_progress_at=utcnow(), invalid_lines=invalid)
-            )
-            s.execute(update(Batch).where(Batch.id == batch_id).values(total=valid, invalid_lines=invalid))
-
-    def _job_from_line(self, batch: Batch, line_no: int, raw: bytes, seen: set[str]) -> Job:
-        try:
-            req = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"line {line_no} is not JSON: {exc}") from exc
-        if not isinstance(req, dict):
-            raise InputError(f"line {line_no} is not a JSON object")
-        custom_id, method, url, body = req.get("custom_id"), req.get("method"), req.get("url"), req.get("body")
-        if not isinstance(custom_id, str) or not custom_id:
-            raise InputError("custom_id must be a non-empty string")
-        if custom_id in seen:
-            raise InputError(f"duplicate custom_id {custom_id!r}")
-        if method != "POST" or url != batch.endpoint:
-            raise InputError(f"method and url must be POST {batch.endpoint}")
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            raise InputError("body must be an object with a messages list")
-        question = conversation_question([m for m in body["messages"] if isinstance(m, dict)])
-        seen.add(custom_id)
-        spec = JobSpec(
-            tenant_id=batch.tenant_id,
-            priority=BATCH_PRIORITY,
-            options={"api": "batch", "model": str(body.get("model") or "conductor")},
-        ).with_knob(_effort_of(body), max_usd(body.get("max_usd")))
-        return self.service.new_job(
-            Problem(id=custom_id, question=question, kind="text"), spec, batch_id=batch.id, line_no=line_no
-        )
-
-    def _flush(self, batch_id: str, jobs: list[Job]) -> bool:
-        """Write a chunk of jobs as waiting; the feeder admits them as the cluster has room, fairly
-        across tenants and after interactive work (a 100,000-line batch never floods the broker)."""
-        with self.sessions.begin() as s:
-            status = s.scalar(select(Batch.status).where(Batch.id == batch_id))
-            if status != BatchStatus.VALIDATING.value:
-                return False
-            for job in jobs:
-                job.status = WAITING
-            s.add_all(jobs)
-        if jobs:
-            self.service.feeder.admit()
-        return True
-
-    def _invalid_path(self, batch_id: str) -> Path:
-        self.root.mkdir(parents=True, exist_ok=True)
-        return self.root / f"{batch_id}.invalid.jsonl"
+    def ingest(self, batch_id: str) -> bool:
+        """Read the input file into jobs (a worker's task; resumable: see `BatchReader`)."""
+        return BatchReader(self.service, self.root).read(batch_id)
 
     # -- read --------------------------------------------------------------------------------
     def get(self, tenant_id: str, batch_id: str) -> dict[str, Any]:
@@ -243,7 +180,7 @@ class Batches:
     def cancel(self, tenant_id: str, batch_id: str) -> dict[str, Any]:
         self.get(tenant_id, batch_id)  # 404 for another tenant's batch
         with self.sessions.begin() as s:
-            moved = _rowcount(
+            moved = rowcount(
                 s.execute(
                     update(Batch)
                     .where(
@@ -260,10 +197,10 @@ class Batches:
                 raise Conflict(
                     f"batch {batch_id} is {seen['status']}; only a validating or in-progress batch can be cancelled"
                 )
-        self._cancel_jobs(batch_id)
+        self.cancel_open_jobs(batch_id)
         return self.get(tenant_id, batch_id)
 
-    def _cancel_jobs(self, batch_id: str) -> None:
+    def cancel_open_jobs(self, batch_id: str) -> None:
         while True:
             with self.sessions() as s:
                 ids = list(
@@ -275,47 +212,39 @@ class Batches:
                 return
             cancel_jobs(self.sessions, ids)
 
-    def sweep(self) -> list[str]:
-        """Move batches along: expire overdue ones, finalize those whose jobs all ended. Returns the finished."""
-        finished = []
-        t = utcnow()
-        with self.sessions() as s:
-            rows = s.execute(
-                select(Batch.id, Batch.status, Batch.expires_at).where(
-                    Batch.status.in_([BatchStatus.IN_PROGRESS.value, BatchStatus.CANCELLING.value])
-                )
-            ).all()
-        for batch_id, status, expires_at in rows:
-            expires = _aware(expires_at)
-            if status == BatchStatus.IN_PROGRESS.value and expires is not None and expires <= t:
-                self._cancel_jobs(batch_id)
-            if self._unfinished(batch_id):
-                continue
-            if self.finalize(batch_id, expired=expires is not None and expires <= t):
-                finished.append(batch_id)
-        return finished
+    def sweep(self, waiting: set[str] | None = None) -> list[tuple[str, str]]:
+        """Beat's part: expire, claim finished batches, re-send lost reads and finalizes (`BatchSweep`)."""
+        sent = BatchSweep(self, ResendPolicy(self.settings.ready_grace_s, self.settings.resend_max_interval_s)).run(
+            waiting
+        )
+        if self.send is not None:
+            for kind, batch_id in sent:
+                self.send(kind, batch_id)
+        return sent
 
-    def _unfinished(self, batch_id: str) -> int:
+    @property
+    def settings(self) -> Any:
+        return self.service.rt.settings
+
+    def unfinished(self, batch_id: str) -> int:
         with self.sessions() as s:
             return (
                 s.scalar(select(func.count()).where(Job.batch_id == batch_id, Job.status.not_in(TERMINAL_VALUES))) or 0
             )
 
-    def finalize(self, batch_id: str, *, expired: bool = False) -> bool:
-        """Write the output and error files (input order) and close the batch; False if another process did."""
-        with self.sessions.begin() as s:
-            batch = s.get_one(Batch, batch_id)
-            was = batch.status
-            claimed = _rowcount(
-                s.execute(
-                    update(Batch)
-                    .where(Batch.id == batch_id, Batch.status == was, Batch.finalizing_at.is_(None))
-                    .values(status=BatchStatus.FINALIZING.value, finalizing_at=utcnow())
-                )
-            )
-        if not claimed:
-            return False
-        reason = "batch_cancelled" if was == BatchStatus.CANCELLING.value else "batch_expired" if expired else None
+    def finalize(self, batch_id: str) -> bool:
+        """Write the output and error files (input order) of a batch claimed for it (`finalizing`) and
+        close it; False if it is not (or no longer) finalizing. Safe to run again after a kill: the
+        outcome is read from the row (cancelled if a cancel was asked, expired if the window had
+        run out when it was claimed), and the files are written anew."""
+        with self.sessions() as s:
+            batch = s.get(Batch, batch_id)
+            if batch is None or batch.status != BatchStatus.FINALIZING.value:
+                return False
+            expires, claimed = _aware(batch.expires_at), _aware(batch.finalizing_at)
+            cancelled = batch.cancelling_at is not None
+        expired = expires is not None and claimed is not None and expires <= claimed
+        reason = "batch_cancelled" if cancelled else "batch_expired" if expired else None
         out = self._write(batch_id, "output", (line for line, ok, rec in self._records(batch_id, reason) if ok))
         err = self._write(batch_id, "error", (line for line, ok, rec in self._records(batch_id, reason) if not ok))
         final = {
@@ -324,37 +253,29 @@ class Batches:
             None: (BatchStatus.COMPLETED, "completed_at"),
         }[reason]
         with self.sessions.begin() as s:
-            s.execute(
+            closed = s.execute(
                 update(Batch)
-                .where(Batch.id == batch_id)
-                .values(
-                    status=final[0].value,
-                    output_file_id=out,
-                    error_file_id=err,
-                    **{final[1]: utcnow()},
-                )
+                .where(Batch.id == batch_id, Batch.status == BatchStatus.FINALIZING.value)
+                .values(status=final[0].value, output_file_id=out, error_file_id=err, **{final[1]: utcnow()})
             )
-        return True
+        return rowcount(closed) == 1
 
     def _records(self, batch_id: str, reason: str | None) -> Iterator[tuple[str, bool, dict[str, Any]]]:
         """(json line, is-success, record) for every input line, in input order."""
         return heapq.merge(self._job_records(batch_id, reason), self._invalid_records(batch_id), key=_line_of)
 
     def _invalid_records(self, batch_id: str) -> Iterator[tuple[str, bool, dict[str, Any]]]:
-        path = self._invalid_path(batch_id)
-        if not path.exists():
-            return
-        with path.open() as fh:
-            for raw in fh:
-                bad = json.loads(raw)
-                rec = {
-                    "id": f"batch_req_{batch_id[6:]}_{bad['line']}",
-                    "custom_id": bad["custom_id"],
-                    "response": None,
-                    "error": {"code": "invalid_request", "message": f"line {bad['line']}: {bad['message']}"},
-                    "line": bad["line"],
-                }
-                yield json.dumps(_public(rec)), False, rec
+        with self.sessions() as s:
+            upto = s.scalar(select(Batch.lines_read).where(Batch.id == batch_id)) or 0
+        for bad in error_lines(invalid_path(self.root, batch_id), upto):
+            rec = {
+                "id": f"batch_req_{batch_id[6:]}_{bad['line']}",
+                "custom_id": bad["custom_id"],
+                "response": None,
+                "error": {"code": "invalid_request", "message": f"line {bad['line']}: {bad['message']}"},
+                "line": bad["line"],
+            }
+            yield json.dumps(_public(rec)), False, rec
 
     def _job_records(self, batch_id: str, reason: str | None) -> Iterator[tuple[str, bool, dict[str, Any]]]:
         last = 0
@@ -413,28 +334,9 @@ class Batches:
             return s.scalar(select(Batch.tenant_id).where(Batch.id == batch_id))
 
 
-def _rowcount(result: Result[Any]) -> int:
-    return cast(CursorResult[Any], result).rowcount
-
-
 def _line_of(item: tuple[str, bool, dict[str, Any]]) -> int:
     return int(item[2]["line"] or 0)
 
 
 def _public(rec: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in rec.items() if k != "line"}
-
-
-def _custom_id(raw: bytes) -> str | None:
-    try:
-        value = json.loads(raw).get("custom_id")
-    except (ValueError, AttributeError, UnicodeDecodeError):
-        return None
-    return value if isinstance(value, str) else None
-
-
-def _effort_of(body: dict[str, Any]) -> str | None:
-    """A line's effort: chat's `reasoning_effort`, or Responses' `reasoning.effort`."""
-    reasoning = body.get("reasoning")
-    effort = body.get("reasoning_effort") or (reasoning.get("effort") if isinstance(reasoning, dict) else None)
-    return None if effort is None else str(effort)

@@ -64,6 +64,7 @@ def running_system(settings: Settings, *, needs_worker: bool = True) -> Iterator
     from tasks.app import create_app
     from tasks.dispatch import Dispatcher
     from tasks.embedded import EmbeddedWorker
+    from tasks.names import TaskName
 
     runtime = Runtime(settings, limiter_factory=cluster_limiter)
     if settings.embedded and needs_worker and _uses_default_local_model(runtime):
@@ -78,7 +79,10 @@ def running_system(settings: Settings, *, needs_worker: bool = True) -> Iterator
     try:
         if settings.embedded and needs_worker:
             with EmbeddedWorker(
-                app, concurrency=settings.embedded_concurrency, reap_every_s=settings.reaper_interval_s
+                app,
+                concurrency=settings.embedded_concurrency,
+                reap_every_s=settings.reaper_interval_s,
+                periodic={TaskName.BATCH_SWEEP.value: settings.batch_sweep_s},
             ):
                 yield System(settings, runtime, service)
         else:

@@ -88,7 +88,9 @@ class Settings(BaseSettings):
     files_dir: Path | None = Field(
         None, description="Where Files API uploads and batch outputs live; default: home/files."
     )
-    batch_sweep_s: float = Field(1.0, gt=0, description="How often the API moves batches along (finalize, expire).")
+    batch_sweep_s: float = Field(
+        1.0, gt=0, description="How often beat sweeps Batch API batches (expire, finalize, re-send lost reads)."
+    )
     webhook_max_attempts: int = Field(
         8, ge=1, description="Deliveries of one webhook event before it is marked failed."
     )

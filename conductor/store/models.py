@@ -125,6 +125,12 @@ class Batch(Base):
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     expired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # Work done for a Batch API batch by workers, not the API process (revision 0005): input lines
+    # read and committed so far (a killed reader resumes after them), and beat's send accounting
+    # for reading the file and writing the output files (the last send or sign of progress).
+    lines_read: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    sends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class Job(Base):

@@ -34,6 +34,15 @@ class Deployment:
     server: ScriptedLLMServer
     runtime: Runtime
     api: Proc
+    env: dict[str, str]
+    home: Path
+    port: int
+
+    def start_api(self) -> Proc:
+        """A new `conductor api` process on the same port (after `api.kill()`, say)."""
+        self.api = Proc("api", ["api", "--port", str(self.port)], self.env, self.home / f"api-{time.time_ns()}.log")
+        wait_http(f"http://127.0.0.1:{self.port}/openapi.json", self.api)
+        return self.api
 
     def key(self, tenant: str, **kwargs: object) -> str:
         return create_key(self.runtime.sessions, tenant, **kwargs)[0]  # type: ignore[arg-type]
@@ -76,13 +85,15 @@ def deploy(
     runtime = Runtime(Settings(home=home, broker_url=redis_url, database_url=pg_url), pool=pool)
     runtime.migrate()
     try:
-        with workers(env, home, list(worker_names), queues="conductor,llm,default", concurrency=concurrency):
+        # Beat sweeps the batches (expire, finalize, lost reads): the API process holds no work.
+        with workers(env, home, list(worker_names), queues="conductor,llm,default", concurrency=concurrency, beat=True):
             api = Proc("api", ["api", "--port", str(port)], env, home / "api.log")
+            d = Deployment(f"http://127.0.0.1:{port}/v1", server, runtime, api, env, home, port)
             try:
                 wait_http(f"http://127.0.0.1:{port}/openapi.json", api)
-                yield Deployment(f"http://127.0.0.1:{port}/v1", server, runtime, api)
+                yield d
             finally:
-                api.stop()
+                d.api.stop()
     finally:
         runtime.close()
         server.stop()

@@ -17,6 +17,7 @@ from conductor.config.settings import Settings
 from tasks.app import create_app
 from tasks.dispatch import Dispatcher
 from tasks.embedded import EmbeddedWorker
+from tasks.names import TaskName
 
 
 @dataclass
@@ -39,6 +40,11 @@ def embedded_system(home: Path, pool: Pool, *, concurrency: int = 4, **overrides
     runtime = Runtime(settings, pool=pool)
     app = create_app(settings, runtime)
     runtime.migrate()  # migrate before the worker starts taking tasks
-    with EmbeddedWorker(app, concurrency=concurrency, reap_every_s=settings.reaper_interval_s):
+    with EmbeddedWorker(
+        app,
+        concurrency=concurrency,
+        reap_every_s=settings.reaper_interval_s,
+        periodic={TaskName.BATCH_SWEEP.value: settings.batch_sweep_s},
+    ):
         yield System(settings, runtime, app, Service(runtime, Dispatcher(app)))
     runtime.close()
