@@ -98,39 +98,44 @@ def test_a_pinned_gate_candidate_runs_beside_the_active_policy(system, server, a
     assert registry.active() == active  # evaluating a candidate changes nothing
 
 
-def test_trainer_logprobs_match_vllms_processed_logprobs_at_the_sampled_temperature(system, model_path):
+def test_trainer_logprobs_match_vllms_processed_logprobs_under_the_plan_grammar(system, model_path):
+    """vLLM samples the plan under the grammar (structured_outputs) and reports the masked distribution;
+    the trainer, replaying the same grammar along the stored ids, reproduces it: the on-policy ratio is 1."""
     import torch
+    from transformers import AutoTokenizer
 
     from conductor.domain.plan_grammar import PlanGrammar
+    from conductor.domain.prompts import build_plan_messages
     from conductor.inference.grammar import masks_for
     from reward_pipeline.training.logprobs import grammar_masks, pad_batch, token_logprobs
 
-    rnd = _round_of(system, "What is 5 + 4?")
-    temperature = float(rnd.sampling["temperature"])
-    grammar = rnd.sampling["grammar"]
-    assert temperature != 1.0 and rnd.sampling.get("logprobs") == "processed"
-    assert grammar["kind"] == "regex" and grammar["backend"] == "xgrammar" and rnd.parse_status == "ok"
-    adapter_version = rnd.policy_version
-    registry = Registry(system.runtime.sessions)
-    adapter = None if adapter_version == "base" else Path(registry.get(adapter_version).path or "")
-    model = load_trainable(model_path, adapter, LoraSpec())
-    tokenizer = __import__("transformers").AutoTokenizer.from_pretrained(model_path)
-    masks = masks_for(tokenizer, int(model.config.vocab_size))
-    ids, attn, _, plens = pad_batch([rnd.prompt_token_ids], [rnd.completion_token_ids], pad_id=0)
+    gateway = system.runtime.gateway
+    cards = gateway.pool.cards()
+    grammar = PlanGrammar.for_round(len(cards), max_steps=3, max_tokens=160, prompt_style="compact", replan=False)
+    messages = build_plan_messages("What is 5 + 4?", cards, max_steps=3, style="compact")
+    c = gateway.call_conductor(messages, grammar=grammar)
+    temperature = float(c.sampling["temperature"])
+    recorded = c.sampling["grammar"]
+    assert temperature != 1.0 and c.sampling["logprobs"] == "processed"
+    assert recorded["regex"] == grammar.regex() and recorded["backend"] == "xgrammar"
+    assert c.text.startswith("```python\nmodel_id = [")  # decoded under the grammar, not free text
+    model = load_trainable(model_path, None, LoraSpec())
+    masks = masks_for(AutoTokenizer.from_pretrained(model_path), int(model.config.vocab_size))
+    ids, attn, _, plens = pad_batch([c.prompt_token_ids], [c.token_ids], pad_id=0)
 
     def gaps(t: float, regex: str | None) -> list[float]:
-        allowed = grammar_masks(masks, [regex], [rnd.completion_token_ids], plens, ids.shape[1]) if regex else None
+        allowed = grammar_masks(masks, [regex], [c.token_ids], plens, ids.shape[1]) if regex else None
         with torch.no_grad():
             ours = token_logprobs(model, ids, attn, torch.tensor([t]), allowed)[0, plens[0] :].tolist()
-        return [abs(a - b) for a, b in zip(ours, rnd.completion_logprobs, strict=True)]
+        return [abs(a - b) for a, b in zip(ours, c.logprobs or [], strict=True)]
 
     def mean(xs: list[float]) -> float:
         return sum(xs) / len(xs)
 
-    masked, unmasked, raw = gaps(temperature, grammar["regex"]), gaps(temperature, None), gaps(1.0, grammar["regex"])
+    masked, unmasked, raw = gaps(temperature, grammar.regex()), gaps(temperature, None), gaps(1.0, grammar.regex())
     # vLLM reports the masked distribution: a token the grammar forces has logprob exactly 0.
-    forced = [i for i, lp in enumerate(rnd.completion_logprobs) if lp == 0.0]
-    assert forced and all(masked[i] < 1e-6 for i in forced)
+    forced = [i for i, lp in enumerate(c.logprobs or []) if lp == 0.0]
+    assert len(forced) >= 5 and all(masked[i] < 1e-6 for i in forced)
     # The served dtype is float32 on CPUs without bf16 instructions; on others bf16 puts the two a few
     # hundredths of a nat apart, which the capped importance weight absorbs. Temperature and mask
     # must each explain vLLM's numbers far better than leaving them out does.
@@ -138,8 +143,7 @@ def test_trainer_logprobs_match_vllms_processed_logprobs_at_the_sampled_temperat
     assert mean(masked) < mean(unmasked) / 2 and mean(masked) < mean(raw) / 2
     # A deliberately wrong mask (the grammar of a one-model pool) is visible: it forbids tokens
     # the behaviour policy sampled, or moves their logprobs.
-    keep = ("max_steps", "max_subtask_words", "max_plan_words", "preamble", "max_preamble_words", "allow_empty")
-    wrong = PlanGrammar(**{**{k: grammar[k] for k in keep}, "pool_size": 1}).regex()
+    wrong = PlanGrammar.for_round(1, max_steps=3, max_tokens=160, prompt_style="compact", replan=False).regex()
     try:
         assert mean(gaps(temperature, wrong)) > mean(masked) + 0.01
     except ValueError as exc:
