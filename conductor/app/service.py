@@ -42,6 +42,7 @@ class JobSpec:
     budget_usd: float | None = None  #: ... or past this cost
     webhook_url: str | None = None  #: notified when the job ends (else the tenant's, for single jobs)
     idempotency_key: str | None = None  #: one job per tenant and key: a repeat returns the first job
+    explore_of: str | None = None  #: extra samples for this user job, judged as one group with it
 
     def columns(self, problem: Problem, *, default_samples: int) -> dict[str, Any]:
         """The job row's columns that the problem and this spec decide."""
@@ -56,6 +57,7 @@ class JobSpec:
             "options": self.options or {},
             "budget_tokens": self.budget_tokens,
             "budget_usd": self.budget_usd,
+            "explore_of": self.explore_of,
         }
 
 
@@ -251,7 +253,8 @@ class Service:
 
     # -- traces ---------------------------------------------------------------------------
     def usage(self, *, batch_id: str | None = None, tenant_id: str | None = None) -> dict[str, Any]:
-        """Jobs, tokens and cost summed over a batch, a tenant, or everything."""
+        """Jobs, tokens and cost summed over a batch, a tenant, or everything: the users' own jobs,
+        and apart from them what training spends on their traffic (`exploration`, `judging`)."""
         q = select(
             Job.status,
             func.count(),
@@ -265,9 +268,11 @@ class Service:
         if tenant_id is not None:
             q = q.where(Job.tenant_id == tenant_id)
         with self.rt.sessions() as s:
-            rows = s.execute(q).all()
+            rows = s.execute(q.where(Job.explore_of.is_(None))).all()
+            background = queries.background_usage(s, batch_id=batch_id, tenant_id=tenant_id)
         by_status = {status: n for status, n, *_ in rows}
         return {
+            **background,
             "batch_id": batch_id,
             "tenant_id": tenant_id,
             "jobs": sum(by_status.values()),

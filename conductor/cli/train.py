@@ -131,19 +131,29 @@ def dataset(
     until: datetime | None = typer.Option(None, help="Rounds created before (ISO time)."),
     max_staleness: int | None = typer.Option(None, help="Most promotions between a row's policy and the active one."),
     tenant: str | None = typer.Option(None, help="Only this tenant's jobs."),
+    reward_sources: str | None = typer.Option(
+        None, help="Comma-separated reward sources to keep: verifier, judge, feedback, parse (default: all)."
+    ),
     out: Path | None = typer.Option(None, help="Write the rows as JSONL (ids, logprobs, sampling, reward)."),
 ) -> None:
     """The GRPO dataset the trainer would use now: rows, groups, zero-variance groups, rewards, staleness."""
     import dataclasses
     import json
 
-    from reward_pipeline.training.dataset import TraceFilter, build_dataset
+    from reward_pipeline.training.dataset import TraceFilter, build_dataset, parse_sources
 
     with errors_to_exit_codes():
         runtime, _ = _registry()
-        data = build_dataset(
-            runtime.sessions, TraceFilter(since=since, until=until, max_staleness=max_staleness, tenant_id=tenant)
+        sources = parse_sources(reward_sources)
+        flt = TraceFilter(
+            since=since,
+            until=until,
+            max_staleness=max_staleness,
+            tenant_id=tenant,
+            reward_sources=sources,
+            use_feedback=sources is None or "feedback" in sources,
         )
+        data = build_dataset(runtime.sessions, flt)
         if out is not None:
             with out.open("w") as f:
                 for row in data.rows:
