@@ -110,6 +110,9 @@ class Settings(BaseSettings):
     retrain_min_groups: int = Field(
         2, ge=1, description="A cycle with fewer groups that have reward variance is skipped, the reason recorded."
     )
+    retrain_dev_limit: int | None = Field(
+        None, ge=1, description="Gate a beat cycle on the first N dev problems only (default: all of them)."
+    )
     max_staleness: int = Field(
         2, ge=0, description="Most promotions between a trace's policy and the active one that training accepts."
     )
