@@ -55,12 +55,13 @@ def script_with(judge: JudgeScript) -> Callable[[str, list[dict], dict], Reply]:
 
 @contextmanager
 def system(
-    tmp_path: Path, judge: JudgeScript = fives_win, **judge_overrides: object
+    tmp_path: Path, judge: JudgeScript = fives_win, settings: dict | None = None, **judge_overrides: object
 ) -> Iterator[tuple[System, ScriptedLLMServer]]:
     server = ScriptedLLMServer(script_with(judge), prompt_token_ids=True).start()
     pool = scripted_pool(server.base_url, extra_workers=[judge_worker(server.base_url, **judge_overrides)])
+    overrides = {"recursion": False, "plan_retries": 0, "judge_backoff_s": 0.05, **(settings or {})}
     try:
-        with embedded_system(tmp_path, pool, recursion=False, plan_retries=0, judge_backoff_s=0.05) as sys:
+        with embedded_system(tmp_path, pool, **overrides) as sys:
             yield sys, server
     finally:
         server.stop()
