@@ -272,7 +272,6 @@ class Service:
             background = queries.background_usage(s, batch_id=batch_id, tenant_id=tenant_id)
         by_status = {status: n for status, n, *_ in rows}
         return {
-            **background,
             "batch_id": batch_id,
             "tenant_id": tenant_id,
             "jobs": sum(by_status.values()),
@@ -281,6 +280,7 @@ class Service:
             "completion_tokens": int(sum(r[3] for r in rows)),
             "cost_usd": float(sum(r[4] for r in rows)),
             "model_calls": int(sum(r[5] for r in rows)),
+            **background,
         }
 
     def export_traces(self, out: Path, *, include_eval: bool = False) -> int:

@@ -102,6 +102,7 @@ def cli(d: Deployment, *args: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a CPU training cycle on a shared 2-core machine: minutes under load
 def test_live_traffic_is_explored_judged_trained_on_gated_promoted_and_served(
     tmp_path: Path, pg_url: str, redis_db: str
 ) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from api.metrics import StoreCollector
+from conductor.app.api_service import ApiService
 from conductor.app.service import JobSpec
 from conductor.app.tenants import create_key, set_exploration
 from conductor.domain.problem import Problem
@@ -64,6 +65,7 @@ def test_an_opted_in_tenants_job_gets_g_minus_1_samples_after_its_answer_judged_
                 by_job[r.job_id].append(r.source)
         data = build_dataset(sys.runtime.sessions)
         usage = sys.service.usage(tenant_id=acme)
+        listed = [j["id"] for j in ApiService(sys.service).list_jobs(acme).jobs]
         metrics = {
             (sample.name, sample.labels.get("purpose")): sample.value
             for family in StoreCollector(sys.runtime).collect()
@@ -79,6 +81,7 @@ def test_an_opted_in_tenants_job_gets_g_minus_1_samples_after_its_answer_judged_
     assert (after["answer"], after["tokens"]) == (before["answer"], before["tokens"])  # the user's job is untouched
     assert [len(g) for g in data.groups] == [3] and {r.source for r in data.rows} == {"judge"}
     assert {r.job_id for r in data.rows} == {user_job, explorer.id}
+    assert listed == [user_job]  # the tenant's job list shows only its own job
     assert usage["jobs"] == 1 and usage["prompt_tokens"] + usage["completion_tokens"] == before["tokens"]
     assert usage["exploration"]["jobs"] == 1 and usage["exploration"]["tokens"] > 0
     assert usage["judging"]["judgements"] == 1

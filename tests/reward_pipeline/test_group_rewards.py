@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 
 from conductor.app.service import JobSpec
@@ -197,3 +198,28 @@ def test_the_dataset_filters_by_reward_source_and_feedback_replaces_the_judge_on
         (r.source, r.reward) for r in everything.rows if chain_of[r.round_id] != answer_chain
     )  # the other samples keep the judge's
     assert {r.source for r in ignored.rows} == {"judge"}
+
+
+@pytest.mark.slow
+def test_smollm2_as_the_group_judge_gives_valid_scores_or_a_recorded_failure(tmp_path: Path) -> None:
+    """The real local model judges (badly, at 135M): whatever it answers, the contract holds."""
+    from conductor.config.pool import load_pool
+    from tests.conftest import MODEL_HOME
+    from tests.support.cluster import REPO
+
+    (tmp_path / "models").symlink_to(MODEL_HOME / "models")
+    pool = load_pool(REPO / "conductor" / "config" / "pools" / "local.yaml")
+    pool.conductor.max_tokens = 160
+    for w in pool.workers:
+        w.max_tokens = 48
+    overrides = {"recursion": False, "judge_worker": "smol-precise", "judge_backoff_s": 0.0, "judge_attempts": 2}
+    with embedded_system(tmp_path, pool, **overrides) as sys:
+        job_id, judgement = run_judged(sys, "Name one colour of the rainbow.", samples=2)
+        rewards = [r for r in rewards_of(sys, job_id) if r.source == "judge"]
+
+    assert judgement.worker == "smol-precise" and judgement.prompt_tokens > 0 and judgement.attempts >= 1
+    if judgement.status == "ok":
+        assert judgement.scores is not None and all(0.0 <= x <= 1.0 for x in judgement.scores)
+        assert sorted(r.value for r in rewards) == sorted(0.5 + 0.5 * x for x in judgement.scores)
+    else:
+        assert judgement.attempts == 2 and judgement.error and rewards == []
