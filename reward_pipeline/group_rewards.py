@@ -7,7 +7,7 @@ tenant's data.
 
 What `judge_job` writes, once every member of the group has finished:
 
-* a `judgements` row, ok or failed, with the judge worker and model, rubric version, the shuffled
+* a `judgements` row, ok or failed (or skipped: fewer than two samples answered), with the judge worker and model, rubric version, the shuffled
   order of every try, tries, tokens and cost (the judge is a pool worker: a call like any other);
 * when ok, one chain reward per judged sample (`source="judge"`, `judge_model`, `rubric_version`).
   The judge's score s in [0, 1] maps onto the scheme's [wrong, right] range, as user feedback
@@ -125,12 +125,19 @@ def judge_job(
         record = None
         if verdict is not None:
             record = _record(root_id, tenant_id, worker, judge, answered, verdict, exploring)
-            s.add(record)
             if verdict.ok and verdict.scores is not None:
                 rows += [
                     _judge_reward(m, score, verdict, judge, scheme)
                     for m, score in zip(answered, verdict.scores, strict=True)
                 ]
+        elif len(members) > 1:  # a group that ended with fewer than two answers: nothing to rank, recorded
+            record = Judgement(
+                job_id=root_id, tenant_id=tenant_id, status="skipped", worker=worker, rubric_version=judge.rubric.version,
+                chain_ids=[m.chain_id for m in answered], order=[], attempts=0, exploration=exploring,
+                error=f"{len(answered)} of {len(members)} samples answered: nothing to rank",
+            )  # fmt: skip
+        if record is not None:
+            s.add(record)
         s.add_all(rows)
         s.flush()
         if record is not None:
@@ -166,7 +173,9 @@ def _summary(workflow: dict[str, Any] | None) -> str:
 
 def _already_judged(s: Any, root_id: str, members: list[_Member]) -> bool:
     chain_ids = sorted(m.chain_id for m in members if m.answer is not None)
-    done = s.scalars(select(Judgement.chain_ids).where(Judgement.job_id == root_id, Judgement.status == "ok"))
+    done = s.scalars(
+        select(Judgement.chain_ids).where(Judgement.job_id == root_id, Judgement.status.in_(("ok", "skipped")))
+    )
     return any(sorted(ids) == chain_ids for ids in done)
 
 

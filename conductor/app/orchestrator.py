@@ -93,6 +93,8 @@ class Orchestrator:
         eff = self.rt.engine.recover()
         with self.rt.sessions() as s:
             eff.score += queries.unscored_jobs(s, older_than_s=self.rt.settings.ready_grace_s)
+            if self.rt.settings.group_judge:
+                eff.score += queries.unjudged_jobs(s, older_than_s=self.rt.settings.ready_grace_s)
         return eff
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, func, select
+from sqlalchemy import exists, func, or_, select
 from sqlalchemy.orm import Session
 
 from conductor.domain.errors import NotFound
@@ -89,6 +89,26 @@ def unscored_jobs(s: Session, *, older_than_s: float, limit: int = 500) -> list[
     return [job_id for job_id, problem in rows if Problem.model_validate(problem).has_reference]
 
 
+def unjudged_jobs(s: Session, *, older_than_s: float, within_s: float = 3600.0, limit: int = 500) -> list[str]:
+    """Finished groups without a reference and without a judgement row (ok, failed or skipped): their
+    score task was lost. Only jobs that finished in the last `within_s`: a cluster without a judge
+    worker never writes a judgement, and must not be asked again forever."""
+    now = datetime.now(UTC)
+    root = func.coalesce(Job.explore_of, Job.id)
+    rows = s.execute(
+        select(Job.id, Job.problem)
+        .where(
+            Job.status == JobStatus.DONE.value,
+            Job.finished_at < now - timedelta(seconds=older_than_s),
+            Job.finished_at >= now - timedelta(seconds=within_s),
+            or_(Job.samples > 1, Job.explore_of.is_not(None)),
+            ~exists().where(Judgement.job_id == root),
+        )
+        .limit(limit)
+    ).all()
+    return [job_id for job_id, problem in rows if not Problem.model_validate(problem).has_reference]
+
+
 def unparseable_rounds(s: Session, job_id: str) -> list[Round]:
     """The job's rounds whose completion held no workflow, nested chains included, oldest first."""
     q = select(Round).where(Round.job_id == job_id, Round.status == RoundStatus.UNPARSEABLE.value)
@@ -151,7 +171,7 @@ def _spend(model: type[Job] | type[Judgement]) -> tuple[Any, Any]:
 def background_usage(s: Session, *, batch_id: str | None = None, tenant_id: str | None = None) -> dict[str, Any]:
     """What training spends beside the users' jobs: exploration samples, and group-judge calls."""
     jobs = select(func.count(), *_spend(Job)).where(Job.explore_of.is_not(None))
-    judged = select(func.count(), *_spend(Judgement))
+    judged = select(func.count(), *_spend(Judgement)).where(Judgement.status != "skipped")
     if tenant_id is not None:
         jobs, judged = jobs.where(Job.tenant_id == tenant_id), judged.where(Judgement.tenant_id == tenant_id)
     if batch_id is not None:

@@ -223,3 +223,31 @@ def test_smollm2_as_the_group_judge_gives_valid_scores_or_a_recorded_failure(tmp
         assert sorted(r.value for r in rewards) == sorted(0.5 + 0.5 * x for x in judgement.scores)
     else:
         assert judgement.attempts == 2 and judgement.error and rewards == []
+
+
+def test_a_lost_judge_task_is_found_by_the_reaper_and_a_group_with_one_answer_is_recorded_as_skipped(
+    tmp_path: Path,
+) -> None:
+    from sqlalchemy import delete
+
+    from conductor.store import queries
+
+    with system(tmp_path) as (sys, _):
+        judged_id, _ = run_judged(sys, "Pick [say-seq:5,7]", samples=2)
+        _, skipped = run_judged(sys, "[garble-first] Pick [say-seq:5]", samples=2)
+        with sys.runtime.sessions() as s:
+            before = queries.unjudged_jobs(s, older_than_s=0)
+        with sys.runtime.sessions.begin() as s:  # as if the score task had been lost
+            s.execute(delete(Reward).where(Reward.job_id == judged_id))
+            s.execute(delete(Judgement).where(Judgement.job_id == judged_id))
+        with sys.runtime.sessions() as s:
+            lost = queries.unjudged_jobs(s, older_than_s=0)
+        sys.app.send_task("conductor.score", args=lost)  # what the reaper's Effects(score) sends
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not rewards_of(sys, judged_id):
+            time.sleep(0.1)
+        rewards = rewards_of(sys, judged_id)
+
+    assert before == [] and lost == [judged_id]
+    assert skipped.status == "skipped" and skipped.attempts == 0 and "1 of 2 samples answered" in (skipped.error or "")
+    assert sorted(r.source for r in rewards) == ["judge", "judge"]
