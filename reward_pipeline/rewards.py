@@ -11,7 +11,7 @@ What `score_job` writes, for one job:
   A chain that ended without an answer gets the `unparseable` value when none of its rounds
   ever produced a workflow, and the `wrong` value otherwise (the plan parsed; the run failed);
   `details.failed` marks the latter so a trainer can drop infrastructure failures.
-* one **round reward** (`unparseable`, verifier ``parse``) per unparseable Conductor round of
+* one **round reward** (`unparseable`, verifier and source ``parse``) per unparseable Conductor round of
   the job, nested chains included. These carry `round_id` only, not `chain_id`: the trace
   export matches rewards by round *or* chain, so a chain id here would leak a 0 onto the
   chain's parsed rounds. They are inserted after the chain rewards so that, for the round
