@@ -25,11 +25,15 @@ $(VENV)/.installed: pyproject.toml
 model: setup
 	$(BIN)/conductor models pull
 
-# Recursion off: the shipped Conductor was trained on first plans only (the paper adds recursion in a
-# separate fine-tune); on a replan it rewrites the same workflow, which only doubles the demo's time.
+# The first 5 held-out arithmetic word problems (templates the training generator never wrote), run by the
+# trained Conductor with its workflows and a right/wrong mark each; then the pool's two models alone on the
+# same 5, for comparison. Problems are the first N of the file, not picked after the fact.
+HELDOUT := reward_pipeline/evaluation/data/arith_words_heldout.jsonl
 demo: model
-	CONDUCTOR_RECURSION=false $(BIN)/conductor run $(DATA)/gsm8k_test.jsonl --limit 3 --show-workflows --out results/demo.jsonl
-	@echo "results in results/demo.jsonl"
+	$(BIN)/conductor run $(HELDOUT) --limit 5 --show-workflows --out results/demo.jsonl
+	@echo "--- the same 5 problems, each pool model alone:"
+	$(BIN)/conductor eval -b $(HELDOUT) -n 5 -m single:smol-precise,single:smol-creative -o results/demo-single --no-progress
+	@echo "results in results/demo.jsonl and results/demo-single/"
 
 services:
 	scripts/ensure_services.sh
@@ -58,9 +62,9 @@ TRAIN_HOME ?= .conductor/train-local
 SHIPPED    ?= conductor/config/adapters/smollm2-conductor
 train-local: model vllm-venv
 	mkdir -p $(TRAIN_HOME) && ln -sfn $(abspath .conductor/models) $(TRAIN_HOME)/models
-	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train warmup --gsm8k 100 --arith 200 --examples 160 --epochs 2 --lr 1e-3
-	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train online --cycles 4 --iterations 2 --problems 8 --samples 4 \
-		--gsm8k 100 --arith 200 --lr 5e-5 --report-dir results/train-local
+	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train warmup --gsm8k 20 --arith 280 --examples 64 --epochs 2 --lr 1e-3
+	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train online --cycles 2 --iterations 2 --problems 4 --samples 8 \
+		--gsm8k 20 --arith 280 --lr 2e-4 --report-dir results/train-local
 	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor checkpoints export active --to $(SHIPPED)
 	$(BIN)/python benchmarks/retraining_cpu.py --results results/train-local --db $(TRAIN_HOME)/conductor.db
 

@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
-from api import errors
+from api import errors, ui
 from api.metrics import StoreCollector
-from api.routes import batches, chat, files, jobs, metrics, models, webhooks
+from api.routes import batches, chat, estimates, files, jobs, metrics, models, responses, webhooks
 from conductor.app.api_service import ApiService
 from conductor.app.batches import Batches
 from conductor.app.service import Service
@@ -90,10 +90,13 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+    ui.install(app)
     for router in (
         models.router,
         chat.router,
+        responses.router,
         jobs.router,
+        estimates.router,
         files.router,
         batches.router,
         webhooks.router,

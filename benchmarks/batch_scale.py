@@ -114,7 +114,7 @@ def run_size(n: int, args: argparse.Namespace) -> SizeResult:
     from conductor.config.settings import Settings
     from conductor.domain.states import TERMINAL_JOB
     from conductor.store.models import Job
-    from schedulers.feeder import redis_queue_depth
+    from schedulers.broker import redis_queue_depth
     from tasks.names import QUEUES
     from tests.support.chaos import PrivatePostgres, PrivateRedis
     from tests.support.cluster import cluster_env, workers, write_pool

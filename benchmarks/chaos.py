@@ -21,7 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from tests.support.chaos import run_chaos, services_missing, worker_logs
+from tests.support.chaos import run_chaos, services_missing
+from tests.support.chaos_report import worker_logs
 
 
 def main() -> None:

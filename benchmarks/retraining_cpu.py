@@ -84,6 +84,9 @@ def worker_choice(db: Path) -> list[dict]:
                 single[workers[0]][0] += int(correct)
                 single[workers[0]][1] += 1
         total = sum(steps.values())
+        routes: dict[str, int] = defaultdict(int)
+        for _, _, workers in by_round.values():
+            routes[route_of(workers)] += 1
         out.append(
             {
                 "policy": version,
@@ -93,9 +96,34 @@ def worker_choice(db: Path) -> list[dict]:
                 "right_by_steps": {("3+" if k == 3 else str(k)): f"{c}/{n}" for k, (c, n) in sorted(by_size.items())},
                 "last_step": {w: round(n / len(by_round), 2) for w, n in sorted(last.items())},
                 "single_step_accuracy": {w: f"{c}/{n}" for w, (c, n) in sorted(single.items())},
+                "routes": {r: round(n / len(by_round), 2) for r, n in sorted(routes.items())},
             }
         )
     return out
+
+
+ROUTES = ("one step", "model -> calculator", "other multi-step")
+
+
+def route_of(workers: list[str]) -> str:
+    """The route a plan takes: answered in one step, a model's work finished by the calculator, or else."""
+    if len(workers) == 1:
+        return "one step"
+    if workers[-1] == "calculator" and workers[0] != "calculator":
+        return "model -> calculator"
+    return "other multi-step"
+
+
+def baseline(path: Path | None) -> dict | None:
+    """The best single worker's dev accuracy with its 95% interval, from a `conductor eval` results.json."""
+    if path is None or not path.exists():
+        return None
+    cells = json.loads(path.read_text())["summary"]["overall"]
+    singles = [c for c in cells if str(c["method"]).startswith("single:") and c["accuracy"] is not None]
+    if not singles:
+        return None
+    best = max(singles, key=lambda c: c["accuracy"])
+    return {"method": best["method"], "accuracy": best["accuracy"], "ci": (best["ci_low"], best["ci_high"])}
 
 
 def markdown(table: list[dict], choice: list[dict], unseen: dict) -> str:
@@ -117,7 +145,7 @@ def markdown(table: list[dict], choice: list[dict], unseen: dict) -> str:
     ]
     lines += [
         f"- {c['policy']}: plans={c['plans']} right_by_steps={c['right_by_steps']} share={c['share']} "
-        f"last_step={c['last_step']} single={c['single_step_accuracy']}"
+        f"last_step={c['last_step']} single={c['single_step_accuracy']} routes={c.get('routes')}"
         for c in choice
     ]
     if unseen:
@@ -126,6 +154,57 @@ def markdown(table: list[dict], choice: list[dict], unseen: dict) -> str:
         for b in benches:
             lines.append(f"| {b} parse rate | " + " | ".join(f(unseen[v][b]["parse_rate"]) for v in unseen) + " |")
     return "\n".join(lines)
+
+
+def plot_iterations(choice: list[dict], iterations: list[dict], best: dict | None, out: Path) -> None:
+    """Per GRPO iteration: mean reward, dev accuracy of the policy gated after it against the best single
+    worker (a line with its interval), and the share of plans per route."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4))
+    x = list(range(1, len(iterations) + 1))
+    a.plot(x, [i["reward_mean"] for i in iterations], "o-", label="train mean reward (T=1)")
+    dev = [(k, i["dev_accuracy"]) for k, i in zip(x, iterations, strict=True) if i.get("dev_accuracy") is not None]
+    if dev:
+        a.plot([k for k, _ in dev], [v for _, v in dev], "s-", label="dev accuracy (gated policy, T=0.3)")
+    if best is not None:
+        a.axhline(best["accuracy"], color="gray", ls="--", label=f"best single worker ({best['method']})")
+        if best.get("ci"):
+            a.axhspan(best["ci"][0], best["ci"][1], color="gray", alpha=0.15)
+    a.set_ylim(0, 1.05)
+    a.set_xlabel("GRPO iteration")
+    a.set_xticks(x)
+    a.legend(fontsize=8)
+    a.set_title("reward and dev accuracy")
+    bottom = [0.0] * len(choice)
+    labels = [c["policy"][-6:] for c in choice]
+    for route in ROUTES:
+        share = [c.get("routes", {}).get(route, 0.0) for c in choice]
+        b.bar(range(len(choice)), share, bottom=bottom, label=route)
+        bottom = [p + q for p, q in zip(bottom, share, strict=True)]
+    b.set_xticks(range(len(choice)), labels, rotation=30)
+    b.set_ylabel("share of parsed training plans")
+    b.set_title("routes per policy (rollouts it sampled)")
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def iteration_table(cycles: list[dict]) -> list[dict]:
+    out = []
+    for c in cycles:
+        for k, it in enumerate(c["iterations"]):
+            last = k == len(c["iterations"]) - 1
+            out.append(
+                {
+                    "reward_mean": it["rollouts"]["reward_mean"],
+                    "dev_accuracy": c["gate"]["candidate"]["accuracy"] if last else None,
+                }
+            )
+    return out
 
 
 def plot(table: list[dict], out: Path) -> None:
@@ -157,15 +236,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("results/train-local"))
     ap.add_argument("--db", type=Path, default=Path(".conductor/train/conductor.db"))
+    ap.add_argument("--baseline", type=Path, default=None, help="results.json of `conductor eval` on the dev set")
     args = ap.parse_args()
     cycles, extra = load(args.results)
     table = rows(cycles, extra["warmup_gate"])
     choice = worker_choice(args.db) if args.db.exists() else []
+    best = baseline(args.baseline)
     report = markdown(table, choice, extra["summary"].get("unseen", {}))
+    if best is not None:
+        report += (
+            f"\n\nBest single worker on the dev set: {best['method']} at {best['accuracy']:.2f} (95% CI {best['ci']})."
+        )
     (args.results / "report.md").write_text(report + "\n")
     plot(table, args.results / "retraining.png")
+    plot_iterations(choice, iteration_table(cycles), best, args.results / "iterations.png")
     print(report)
-    print(f"\nwrote {args.results / 'report.md'} and {args.results / 'retraining.png'}")
+    print(
+        f"\nwrote {args.results / 'report.md'}, {args.results / 'retraining.png'} and {args.results / 'iterations.png'}"
+    )
 
 
 if __name__ == "__main__":

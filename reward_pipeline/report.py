@@ -294,3 +294,64 @@ def plot_accuracy_by_benchmark(
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def pareto_front(points: Sequence[tuple[str, float, float]]) -> list[str]:
+    """The labels of the (label, cost, accuracy) points no other point beats: none is at least as
+    accurate for at most the cost and strictly better in one. Cheapest first."""
+    front = [
+        (cost, -acc, label)
+        for label, cost, acc in points
+        if not any(c <= cost and a >= acc and (c < cost or a > acc) for _, c, a in points)
+    ]
+    return [label for _, _, label in sorted(front)]
+
+
+def pareto_fronts(summary: dict[str, Any]) -> dict[str, list[str]]:
+    """The accuracy-per-dollar and accuracy-per-token fronts over the methods' pooled results."""
+    fronts = {}
+    for key, field in (("usd", "cost_per_question"), ("tokens", "tokens_per_question")):
+        pts = [
+            (c["method"], float(c[field]), float(c["accuracy"]))
+            for c in summary["overall"]
+            if c["accuracy"] is not None and c[field] is not None
+        ]
+        fronts[key] = pareto_front(pts)
+    return fronts
+
+
+def plot_pareto(summary: dict[str, Any], path: Path, *, policy: str | None = None) -> Path:
+    """Accuracy against USD and against tokens per question, one point per method, with the front
+    of methods nothing beats drawn as a line: the accuracy-per-dollar view."""
+    plt = _pyplot()
+    fronts = pareto_fronts(summary)
+    by_method = {c["method"]: c for c in summary["overall"] if c["accuracy"] is not None}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), dpi=110)
+    for ax, (key, field, label) in zip(
+        axes,
+        (("usd", "cost_per_question", "USD per question"), ("tokens", "tokens_per_question", "tokens per question")),
+        strict=True,
+    ):
+        for m, c in by_method.items():
+            if c[field] is None:
+                continue
+            on_front = m in fronts[key]
+            ax.scatter(c[field], 100 * c["accuracy"], s=60 if on_front else 30, marker="o" if on_front else "x")
+            ax.annotate(m, (c[field], 100 * c["accuracy"]), textcoords="offset points", xytext=(6, 6), fontsize=8)
+        front = [by_method[m] for m in fronts[key]]
+        if front:
+            ax.plot(
+                [c[field] for c in front], [100 * c["accuracy"] for c in front], "-", alpha=0.6, label="Pareto front"
+            )
+            ax.legend(fontsize=8, loc="lower right")
+        if key == "usd" and all((c[field] or 0) == 0 for c in by_method.values()):
+            ax.set_title("every method $0 here (self-hosted models): see tokens", fontsize=9)
+        ax.set_xlabel(label)
+        ax.set_ylabel("accuracy % (all benchmarks)")
+        ax.set_ylim(-2, 102)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Accuracy per cost" + (f" (Conductor policy {policy})" if policy else ""))
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

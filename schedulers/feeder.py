@@ -6,7 +6,9 @@ written with status ``waiting``; :meth:`Feeder.admit` moves some of them to ``qu
 sends their ``solve`` messages, never more than the limits allow:
 
 * ``max_in_flight``: jobs ``queued`` or ``running`` at once, cluster-wide;
-* ``max_queue_depth``: messages waiting in the broker's queues (Redis only: ``LLEN``);
+* ``max_queue_depth``: messages in the queues, the larger of what the broker holds (Redis only:
+  ``LLEN``) and what admitted work still owes them by the store's count (`schedulers.backlog`:
+  the steps of plans not yet written included), each new job counted at its expected messages;
 * ``chunk``: jobs admitted by one pass.
 
 Which waiting jobs go first is decided here, once, for every way in (CLI batches, the HTTP
@@ -27,9 +29,10 @@ guarded UPDATE, so it is admitted once. A crash between that commit and the send
 from __future__ import annotations
 
 import heapq
+import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +41,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.domain.states import JobStatus
 from conductor.store.models import Job
+from schedulers.backlog import pipeline_backlog
 
 #: A job written to the store but not yet admitted into the broker.
 WAITING = JobStatus.WAITING
@@ -50,6 +54,8 @@ class FeederLimits:
     max_in_flight: int = 1000
     max_queue_depth: int = 2000
     chunk: int = 500
+    #: steps a plan is expected to bring until the store has rounds to measure (settings.max_steps)
+    default_steps: int = 5
 
 
 def fair_shares(
@@ -83,29 +89,13 @@ def _w(weights: Mapping[str, float], tenant: str, default: float) -> float:
     return w if w > 0 else 1e-9
 
 
-def redis_queue_depth(url: str, queues: Iterable[str]) -> Callable[[], int]:
-    """Messages waiting in kombu's Redis lists for `queues` (priority sub-queues included)."""
-    import redis
-
-    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
-    # kombu's Redis transport keeps priorities 0/3/6/9 as "<queue>", "<queue>\x06\x163", ...
-    keys = [k for q in queues for k in (q, *(f"{q}\x06\x16{p}" for p in (3, 6, 9)))]
-
-    def depth() -> int:
-        pipe = client.pipeline(transaction=False)
-        for k in keys:
-            pipe.llen(k)
-        return int(sum(pipe.execute()))
-
-    return depth
-
-
 @dataclass
 class AdmitReport:
     admitted: int = 0
     waiting: int = 0
     in_flight: int = 0
     queue_depth: int | None = None
+    backlog: float | None = None  #: messages admitted work owes the queues (`schedulers.backlog`)
     skipped: str | None = None  #: why this pass admitted nothing (lock held, limits reached)
 
 
@@ -175,9 +165,16 @@ class Feeder:
             )
             report.in_flight = sum(in_flight.values())
             room = min(self.limits.chunk, self.limits.max_in_flight - report.in_flight)
+            # The depth limit counts what admitted jobs will still release (their plans' steps),
+            # not only what waits in the broker now, so the `llm` queue stays bounded too.
+            backlog = pipeline_backlog(s, default_steps=self.limits.default_steps)
+            report.backlog = backlog.messages
+            depth = backlog.messages
             if self.queue_depth is not None:
                 report.queue_depth = self.queue_depth()
-                room = min(room, self.limits.max_queue_depth - report.queue_depth)
+                depth = max(depth, report.queue_depth)
+            fits = math.floor((self.limits.max_queue_depth - depth) / backlog.per_job)
+            room = min(room, fits if depth > 0 else max(1, fits))  # an idle cluster always takes one
             if room <= 0:
                 report.skipped = "limits reached"
                 return report
@@ -233,11 +230,16 @@ def _now() -> Any:
 
 def feeder_for(runtime: Any, send: Callable[[list[str]], None]) -> Feeder:
     """The feeder a process uses, from its settings (queue depth probed on a Redis broker)."""
+    from schedulers.broker import redis_queue_depth
     from tasks.names import QUEUES
 
     settings = runtime.settings
     depth = None
     if settings.broker_url.startswith(("redis://", "rediss://")):
         depth = redis_queue_depth(settings.broker_url, [q for q in QUEUES if q not in ("reward", "train")])
-    limits = FeederLimits(max_in_flight=settings.max_in_flight_jobs, max_queue_depth=settings.max_queue_depth)
+    limits = FeederLimits(
+        max_in_flight=settings.max_in_flight_jobs,
+        max_queue_depth=settings.max_queue_depth,
+        default_steps=settings.max_steps,
+    )
     return Feeder(runtime.sessions, send, limits=limits, queue_depth=depth)

@@ -19,6 +19,12 @@ if ! command -v docker-compose >/dev/null 2>&1 && command -v apt-get >/dev/null 
     echo "installing docker-compose (config checker)"
     (apt-get update -qq && apt-get install -y -qq docker-compose) >/dev/null 2>&1 || echo "could not install docker-compose" >&2
 fi
+# The job explorer's browser tests drive Debian's Chromium through Playwright (never Playwright's
+# own browser download). Without apt the tests skip and say so.
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing chromium (browser tests)"
+    (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 || echo "could not install chromium" >&2
+fi
 for i in $(seq 1 30); do
     if redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && pg_isready -h 127.0.0.1 -p 5432 >/dev/null 2>&1; then
         exit 0

@@ -12,13 +12,14 @@ from conductor.app.orchestrator import Orchestrator
 from conductor.app.runtime import Runtime
 from conductor.domain.effects import Effects
 from conductor.domain.errors import RateLimited
+from schedulers.broker import redis_waiting_task_ids
 from schedulers.feeder import Feeder, feeder_for
 from schedulers.health import record_reaper_run
-from tasks.dispatch import Dispatcher
-from tasks.names import TaskName
+from tasks.dispatch import Dispatcher, effects_of
+from tasks.names import QUEUES, TaskName
 from tasks.scoring import register_scoring
 from tasks.training import register_training
-from tasks.webhooks import notify_job, register_webhooks
+from tasks.webhooks import notify_job, register_webhooks, resend_overdue
 
 
 def requeue_after(runtime: Runtime, task: Task) -> float | None:
@@ -29,12 +30,28 @@ def requeue_after(runtime: Runtime, task: Task) -> float | None:
     return settings.provider_requeue_backoff_s * 2**done if done < settings.provider_requeues else None
 
 
+def waiting_work(runtime: Runtime) -> Callable[[], Effects | None]:
+    """The work whose messages wait in the broker's queues now; None where that cannot be read (the
+    in-memory transport, or more messages than `broker_scan_limit`)."""
+    settings = runtime.settings
+    if not settings.broker_url.startswith(("redis://", "rediss://")):
+        return lambda: None
+    probe = redis_waiting_task_ids(settings.broker_url, QUEUES, limit=settings.broker_scan_limit)
+
+    def read() -> Effects | None:
+        ids = probe()
+        return None if ids is None else effects_of(ids)
+
+    return read
+
+
 def register(app: Celery, runtime: Runtime) -> None:
     dispatch = Dispatcher(app)
     register_scoring(app, runtime)
     register_webhooks(app, runtime)
     register_training(app, runtime)
     orchestrator = Orchestrator(runtime)
+    waiting = waiting_work(runtime)
     _feeder: list[Feeder] = []
 
     def feeder() -> Feeder:
@@ -102,7 +119,9 @@ def register(app: Celery, runtime: Runtime) -> None:
 
     @app.task(name=TaskName.REAP.value, bind=True, shared=False)
     def reap(self: Task) -> None:
-        # Lost pipeline work, and score tasks lost between finalize's commit and their sending.
-        dispatch(orchestrator.recover())
+        # Lost pipeline work, and score tasks lost between finalize's commit and their sending;
+        # what waits in a queue is read first, so that no waiting message counts as lost.
+        dispatch(orchestrator.recover(waiting()))
+        resend_overdue(app, runtime)  # webhook attempts lost with their process
         feeder().admit()  # waiting batch jobs keep flowing when no client follows them
         record_reaper_run(runtime.settings.cluster_redis_url)  # read by `conductor status`

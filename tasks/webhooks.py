@@ -5,7 +5,8 @@ attempt to a small pool of sender threads (`webhook_senders` per process) and re
 receiver that is slow or never answers holds a sender thread for `webhook_timeout_s`, never a
 worker thread that solve, plan, run_step or finalize need. A failed attempt schedules the next
 one (countdown) from the sender thread. An attempt lost with its process leaves the delivery
-`pending`, and `POST /v1/webhooks/{id}/replay` sends it again.
+`pending`: the reaper sends it again once it is overdue by `ready_grace_s` (`resend_overdue`), and
+`POST /v1/webhooks/{id}/replay` sends any delivery again on demand.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from celery import Celery, Task
 
 from conductor.app.runtime import Runtime
-from conductor.app.webhooks import deliver, job_event
+from conductor.app.webhooks import deliver, job_event, overdue
 
 WEBHOOK_TASK = "conductor.webhook"
 log = logging.getLogger("conductor.webhooks")
@@ -62,3 +63,11 @@ def send_webhook(app: Celery, delivery_id: str | None, *, countdown: float | Non
 def notify_job(app: Celery, runtime: Runtime, job_id: str) -> None:
     """After a finalize commit: the job's event, when it ended and has an endpoint (once per job)."""
     send_webhook(app, job_event(runtime.sessions, job_id))
+
+
+def resend_overdue(app: Celery, runtime: Runtime) -> int:
+    """The reaper's part: send again the pending deliveries whose process died with their attempt."""
+    ids = overdue(runtime.sessions, runtime.settings)
+    for delivery_id in ids:
+        send_webhook(app, delivery_id)
+    return len(ids)

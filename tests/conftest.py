@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -36,23 +37,25 @@ def scripted() -> Iterator[ScriptedLLMServer]:
     server.stop()
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A fresh PostgreSQL database per test, dropped afterwards."""
+@contextmanager
+def fresh_pg_database() -> Iterator[str]:
+    """A PostgreSQL database of its own, dropped afterwards."""
     from sqlalchemy import create_engine, text
 
     name = f"conductor_t_{uuid.uuid4().hex[:10]}"
     admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
-    yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    try:
+        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
-@pytest.fixture
-def redis_db() -> Iterator[str]:
+@contextmanager
+def fresh_redis_db() -> Iterator[str]:
     """A Redis database number of its own, flushed before and after."""
     import redis
 
@@ -60,6 +63,22 @@ def redis_db() -> Iterator[str]:
     url = f"{REDIS_URL}/{db}"
     client = redis.Redis.from_url(url)
     client.flushdb()
-    yield url
-    client.flushdb()
-    client.close()
+    try:
+        yield url
+    finally:
+        client.flushdb()
+        client.close()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database per test, dropped afterwards."""
+    with fresh_pg_database() as url:
+        yield url
+
+
+@pytest.fixture
+def redis_db() -> Iterator[str]:
+    """A Redis database number of its own, flushed before and after."""
+    with fresh_redis_db() as url:
+        yield url

@@ -9,6 +9,7 @@ from fastapi import APIRouter, BackgroundTasks, Query
 from api.deps import BatchesCaller, BatchesDep
 from api.schemas.batches import BatchCreate, BatchList, BatchObject
 from api.schemas.common import ErrorResponse
+from conductor.app.batch_repair import retry_failed
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"], responses={404: {"model": ErrorResponse}})
 
@@ -46,3 +47,10 @@ def list_batches(
 @router.post("/{batch_id}/cancel", response_model=BatchObject, responses={409: {"model": ErrorResponse}})
 def cancel_batch(batch_id: str, batches: BatchesDep, who: BatchesCaller) -> BatchObject:
     return BatchObject(**batches.cancel(who.tenant_id, batch_id))
+
+
+@router.post("/{batch_id}/retry", response_model=BatchObject, responses={409: {"model": ErrorResponse}})
+def retry_batch(batch_id: str, batches: BatchesDep, who: BatchesCaller) -> BatchObject:
+    """A new batch of this ended batch's failed lines; its `metadata.retry_of` names this one."""
+    batch = retry_failed(batches, who.tenant_id, batch_id)
+    return BatchObject(**batches.get(who.tenant_id, batch.id))

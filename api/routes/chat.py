@@ -50,7 +50,15 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request, 
         raise NotFound(f"the model {body.model!r} does not exist; use one of {model_names(request)}")
     messages = [m.model_dump() for m in body.messages]
     max_tokens = body.max_completion_tokens or body.max_tokens
-    job_id = await asyncio.to_thread(api.submit_chat, who.tenant_id, messages, model=body.model, max_tokens=max_tokens)
+    job_id = await asyncio.to_thread(
+        api.submit_chat,
+        who.tenant_id,
+        messages,
+        model=body.model,
+        max_tokens=max_tokens,
+        effort=body.reasoning_effort,
+        max_usd=body.max_usd,
+    )
     headers = {JOB_HEADER: job_id}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)

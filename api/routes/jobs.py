@@ -70,7 +70,7 @@ def create_job(
         budget_usd=body.budget_usd,
         webhook_url=str(body.webhook_url) if body.webhook_url else None,
         idempotency_key=idempotency_key,
-    )
+    ).with_knob(body.reasoning.effort if body.reasoning else None)
     job_id, created = api.submit(who.tenant_id, body.problem, spec)
     if not created:
         response.status_code = 200  # the job this key already created

@@ -43,6 +43,9 @@ class BatchObject(BaseModel):
     cancelled_at: int | None
     request_counts: RequestCounts
     metadata: dict[str, str] | None
+    usage: dict[str, Any] | None = Field(
+        None, description="Every model call of the batch's jobs: input/output/total tokens, cost_usd, model_calls."
+    )
 
 
 class BatchList(BaseModel):

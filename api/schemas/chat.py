@@ -32,6 +32,8 @@ class ChatCompletionRequest(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     n: int = Field(1, ge=1, le=1)
+    reasoning_effort: Literal["low", "medium", "high"] | None = None
+    max_usd: float | None = Field(None, gt=0, description="Conductor extension: the maximum USD for this problem.")
 
 
 class ChatMessageOut(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 
 class ErrorDetail(BaseModel):
@@ -16,6 +16,14 @@ class ErrorDetail(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorDetail
+
+
+class Reasoning(BaseModel):
+    """OpenAI's `reasoning` object; only the effort is read (see `conductor.domain.effort`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    effort: Literal["low", "medium", "high"] | None = None
 
 
 class Usage(BaseModel):

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
 
+from api.schemas.common import Reasoning
 from conductor.domain.problem import Problem
 
 #: Every state a job can be in (`waiting`: written, not yet admitted by the feeder).
@@ -20,7 +21,8 @@ class JobCreate(BaseModel):
     samples: int | None = Field(None, ge=1, le=64)
     priority: int = Field(5, ge=0, le=9, description="0 lowest, 9 highest; chat requests run at 9.")
     budget_tokens: int | None = Field(None, ge=1)
-    budget_usd: float | None = Field(None, gt=0)
+    budget_usd: float | None = Field(None, gt=0, description="The maximum USD for this problem.")
+    reasoning: Reasoning | None = Field(None, description="effort low / medium / high: steps, replans, samples.")
     webhook_url: AnyHttpUrl | None = None
 
 

@@ -4,16 +4,20 @@ chat conversations as jobs, and cursor pagination. Another tenant's records are 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import Select, and_, or_, select
+from sqlalchemy.orm import Session, sessionmaker
 
+from conductor.app import responses
 from conductor.app.cancel import cancel_jobs
+from conductor.app.responses import Pin
 from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota, owned
-from conductor.domain.errors import InputError
+from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB
 from conductor.store.models import Chain, Job, Round
@@ -67,7 +71,14 @@ class ApiService:
         return self.service.submit(problem, spec, via_feeder=True)
 
     def submit_chat(
-        self, tenant_id: str, messages: list[dict[str, Any]], *, model: str, max_tokens: int | None = None
+        self,
+        tenant_id: str,
+        messages: list[dict[str, Any]],
+        *,
+        model: str,
+        max_tokens: int | None = None,
+        effort: str | None = None,
+        max_usd: float | None = None,
     ) -> str:
         question = conversation_question(messages)
         # Interactive work goes ahead of batch work (priority 9 vs the default 5).
@@ -75,9 +86,49 @@ class ApiService:
             priority=9,
             options={"api": "chat", "model": model},
             budget_tokens=None if max_tokens is None else max(max_tokens * 20, 2000),
-        )
+        ).with_knob(effort, max_usd)
         job_id, _ = self.submit(tenant_id, Problem(question=question, kind="text"), spec)
         return job_id
+
+    def submit_response(
+        self,
+        tenant_id: str,
+        messages: list[dict[str, Any]],
+        pin: Pin,
+        *,
+        background: bool,
+        instructions: str | None,
+        metadata: dict[str, str] | None,
+        effort: str | None = None,
+        max_usd: float | None = None,
+    ) -> str:
+        """A Responses API request as a job; background work yields to interactive requests."""
+        options: dict[str, Any] = {"api": responses.API, "model": pin.model, "background": background}
+        options.update(instructions=instructions, metadata=metadata or {})
+        if pin.policy is not None:
+            options["policy"] = pin.policy
+        spec = JobSpec(priority=5 if background else 9, options=options).with_knob(effort, max_usd)
+        job_id, _ = self.submit(tenant_id, Problem(question=conversation_question(messages), kind="text"), spec)
+        return job_id
+
+    def response(self, tenant_id: str, resp_id: str) -> dict[str, Any]:
+        with self.sessions() as s:
+            return responses.response_object(s, self._own_response(s, tenant_id, resp_id))
+
+    def cancel_response(self, tenant_id: str, resp_id: str) -> dict[str, Any]:
+        with self.sessions() as s:
+            job = self._own_response(s, tenant_id, resp_id)
+            status = responses.STATUS[str(job.status)]
+        if status in responses.ENDED and status != "cancelled":
+            raise Conflict(f"response {resp_id} is already {status}; only a queued or in-progress one can be cancelled")
+        cancel_jobs(self.sessions, [job.id])
+        return self.response(tenant_id, resp_id)
+
+    def _own_response(self, s: Session, tenant_id: str, resp_id: str) -> Job:
+        job = s.get(Job, responses.job_id_of(resp_id))
+        if job is None or job.tenant_id != tenant_id or (job.options or {}).get("api") != responses.API:
+            raise NotFound(f"no response {resp_id}")
+        return job
 
     # -- read --------------------------------------------------------------------------------
     def _own(self, tenant_id: str, job_id: str) -> Job:
@@ -126,16 +177,7 @@ class ApiService:
             q = q.where(Job.status == status)
         if batch_id is not None:
             q = q.where(Job.batch_id == batch_id)
-        if cursor:
-            at, last_id = _decode_cursor(cursor)
-            q = q.where(or_(Job.created_at < at, and_(Job.created_at == at, Job.id < last_id)))
-        q = q.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
-        with self.sessions() as s:
-            rows = list(s.scalars(q))
-            page = rows[:limit]
-            views = [job_summary(j) for j in page]
-        more = len(rows) > limit
-        return JobPage(views, _encode_cursor(page[-1].created_at, page[-1].id) if more and page else None)
+        return page_of_jobs(self.sessions, q, limit=limit, cursor=cursor)
 
     # -- change ------------------------------------------------------------------------------
     def cancel(self, tenant_id: str, job_id: str) -> dict[str, Any]:
@@ -149,6 +191,27 @@ class ApiService:
         self._own(tenant_id, job_id)
         row = record_feedback(self.service.rt, job_id, value)
         return {"job_id": job_id, "reward": row.value, "correct": row.correct, "source": row.source}
+
+
+def page_of_jobs(
+    sessions: sessionmaker[Session],
+    q: Select[Any],
+    *,
+    limit: int,
+    cursor: str | None,
+    view: Callable[[Job], dict[str, Any]] | None = None,
+) -> JobPage:
+    """One page of the jobs `q` selects, newest first; `cursor` is the previous page's `next_cursor`."""
+    if cursor:
+        at, last_id = decode_cursor(cursor)
+        q = q.where(or_(Job.created_at < at, and_(Job.created_at == at, Job.id < last_id)))
+    q = q.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
+    with sessions() as s:
+        rows: list[Job] = list(s.scalars(q))
+        page = rows[:limit]
+        views = [(view or job_summary)(j) for j in page]
+    more = len(rows) > limit
+    return JobPage(views, encode_cursor(page[-1].created_at, page[-1].id) if more and page else None)
 
 
 def job_summary(job: Job) -> dict[str, Any]:
@@ -169,11 +232,11 @@ def job_summary(job: Job) -> dict[str, Any]:
     }
 
 
-def _encode_cursor(at: datetime, job_id: str) -> str:
+def encode_cursor(at: datetime, job_id: str) -> str:
     return base64.urlsafe_b64encode(f"{at.isoformat()}|{job_id}".encode()).decode()
 
 
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         at, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
         return datetime.fromisoformat(at), job_id

@@ -18,9 +18,10 @@ from sqlalchemy import CursorResult, Result, func, select, update
 
 from conductor.app.api_service import TERMINAL_VALUES, conversation_question
 from conductor.app.cancel import cancel_jobs
-from conductor.app.openai_shapes import chat_completion, job_workflows
+from conductor.app.openai_shapes import batch_usage, chat_completion, job_workflows
 from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota, owned
+from conductor.domain.effort import max_usd
 from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.problem import Problem
 from conductor.domain.states import BatchStatus, JobStatus
@@ -42,6 +43,7 @@ class Counts:
     total: int
     completed: int
     failed: int
+    usage: dict[str, Any]
 
 
 class Batches:
@@ -152,7 +154,7 @@ class Batches:
             tenant_id=batch.tenant_id,
             priority=BATCH_PRIORITY,
             options={"api": "batch", "model": str(body.get("model") or "conductor")},
-        )
+        ).with_knob(_effort_of(body), max_usd(body.get("max_usd")))
         return self.service.new_job(
             Problem(id=custom_id, question=question, kind="text"), spec, batch_id=batch.id, line_no=line_no
         )
@@ -200,9 +202,12 @@ class Batches:
             by_status = dict(
                 s.execute(select(Job.status, func.count()).where(Job.batch_id == batch_id).group_by(Job.status)).all()
             )
+            usage = batch_usage(s, batch_id)
         done = by_status.get(JobStatus.DONE, 0) + by_status.get(JobStatus.BUDGET_EXCEEDED, 0)
         ended = sum(n for st, n in by_status.items() if st in TERMINAL_VALUES)
-        return Counts(total=sum(by_status.values()) + invalid, completed=done, failed=ended - done + invalid)
+        return Counts(
+            total=sum(by_status.values()) + invalid, completed=done, failed=ended - done + invalid, usage=usage
+        )
 
     @staticmethod
     def view(b: Batch, counts: Counts) -> dict[str, Any]:
@@ -231,6 +236,7 @@ class Batches:
             "cancelled_at": ts(b.cancelled_at),
             "request_counts": {"total": counts.total, "completed": counts.completed, "failed": counts.failed},
             "metadata": b.meta,
+            "usage": counts.usage,
         }
 
     # -- change ------------------------------------------------------------------------------
@@ -425,3 +431,10 @@ def _custom_id(raw: bytes) -> str | None:
     except (ValueError, AttributeError, UnicodeDecodeError):
         return None
     return value if isinstance(value, str) else None
+
+
+def _effort_of(body: dict[str, Any]) -> str | None:
+    """A line's effort: chat's `reasoning_effort`, or Responses' `reasoning.effort`."""
+    reasoning = body.get("reasoning")
+    effort = body.get("reasoning_effort") or (reasoning.get("effort") if isinstance(reasoning, dict) else None)
+    return None if effort is None else str(effort)

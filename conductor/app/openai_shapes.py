@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from conductor.domain.states import JobStatus
@@ -52,6 +52,27 @@ def usage_of(job: Job) -> dict[str, int]:
         "prompt_tokens": job.prompt_tokens,
         "completion_tokens": job.completion_tokens,
         "total_tokens": job.prompt_tokens + job.completion_tokens,
+    }
+
+
+def batch_usage(s: Session, batch_id: str) -> dict[str, Any]:
+    """A batch's usage in OpenAI's shape (every model call of its jobs), with its USD and call count."""
+    prompt, completion, cost, calls = s.execute(
+        select(
+            func.coalesce(func.sum(Job.prompt_tokens), 0),
+            func.coalesce(func.sum(Job.completion_tokens), 0),
+            func.coalesce(func.sum(Job.cost_usd), 0.0),
+            func.coalesce(func.sum(Job.model_calls), 0),
+        ).where(Job.batch_id == batch_id)
+    ).one()
+    return {
+        "input_tokens": int(prompt),
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": int(completion),
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": int(prompt + completion),
+        "cost_usd": round(float(cost), 8),
+        "model_calls": int(calls),
     }
 
 

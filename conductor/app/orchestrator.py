@@ -11,11 +11,11 @@ from conductor import log_context
 from conductor.app.runtime import Runtime
 from conductor.domain.effects import Effects, RoundTask
 from conductor.domain.errors import RateLimited, WorkerCallError
+from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.prompts import build_plan_messages, build_replan_messages, build_step_messages
 from conductor.domain.states import RoundKind
 from conductor.domain.usage import Usage
 from conductor.engine import PlanRecord
-from conductor.store import queries
 
 
 class Orchestrator:
@@ -35,7 +35,7 @@ class Orchestrator:
         log_context.note_job(task.job_id)  # the message carried only the round id
         messages = self._plan_messages(task)
         try:
-            c = self.rt.gateway.call_conductor(messages, pin=task.policy)
+            c = self.rt.gateway.call_conductor(messages, pin=task.policy, grammar=self._plan_grammar(task))
         except RateLimited:
             raise  # the task hands the round back and re-queues it
         except WorkerCallError as exc:
@@ -54,6 +54,16 @@ class Orchestrator:
                 max_steps=task.max_steps,
             )
         return build_plan_messages(task.question, cards, max_steps=task.max_steps, style=self.rt.pool.conductor.prompt)
+
+    def _plan_grammar(self, task: RoundTask) -> PlanGrammar:
+        """The plans the engine's parser will accept for this round."""
+        conductor = self.rt.pool.conductor
+        return PlanGrammar.for_round(
+            len(self.rt.pool.cards()),
+            max_steps=task.max_steps,
+            prompt_style=conductor.prompt,
+            replan=task.kind == RoundKind.REPLAN,
+        )
 
     def run_step(self, step_id: int, host: str = "", requeue_after: float | None = None) -> Effects:
         """Run a step's model call; `requeue_after` as in `plan_round`."""
@@ -88,14 +98,10 @@ class Orchestrator:
         """Close the job; a job whose problem has a reference is then scored."""
         return self.rt.engine.close_job(job_id)
 
-    def recover(self) -> Effects:
-        """Lost pipeline work, and score tasks lost between finalize's commit and their sending."""
-        eff = self.rt.engine.recover()
-        with self.rt.sessions() as s:
-            eff.score += queries.unscored_jobs(s, older_than_s=self.rt.settings.ready_grace_s)
-            if self.rt.settings.group_judge:
-                eff.score += queries.unjudged_jobs(s, older_than_s=self.rt.settings.ready_grace_s)
-        return eff
+    def recover(self, waiting: Effects | None = None) -> Effects:
+        """Lost pipeline work, and score tasks lost between finalize's commit and their sending;
+        `waiting` is the work whose message a broker queue holds (None: the broker cannot tell)."""
+        return self.rt.engine.recover(waiting=waiting)
 
 
 def _requeue_if_transient(exc: WorkerCallError, requeue_after: float | None) -> None:

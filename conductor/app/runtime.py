@@ -57,7 +57,11 @@ class Runtime:
         if limiter is None and self._limiter_factory is not None:
             limiter = self._limiter_factory(self.settings, self.pool)
         gateway = Gateway(
-            self.pool, model_home=self.settings.model_cache, limiter=limiter, direct_openai=self.settings.direct_openai
+            self.pool,
+            model_home=self.settings.model_cache,
+            limiter=limiter,
+            direct_openai=self.settings.direct_openai,
+            plan_grammar=self.settings.plan_grammar,
         )
         if self.settings.follow_active_checkpoint:
             gateway.follow(ActivePolicyCache(self._read_active_policy, ttl_s=self.settings.policy_refresh_s))

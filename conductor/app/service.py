@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from conductor.app import batch_stream
 from conductor.app.runtime import Runtime
 from conductor.app.views import job_view, trace_line
+from conductor.domain.effort import knob
 from conductor.domain.errors import InputError, NotFound
 from conductor.domain.inputs import read_problems
 from conductor.domain.problem import Problem
@@ -43,6 +44,13 @@ class JobSpec:
     webhook_url: str | None = None  #: notified when the job ends (else the tenant's, for single jobs)
     idempotency_key: str | None = None  #: one job per tenant and key: a repeat returns the first job
     explore_of: str | None = None  #: extra samples for this user job, judged as one group with it
+
+    def with_knob(self, effort: str | None, max_usd: float | None = None) -> JobSpec:
+        """This spec at an effort level (see `conductor.domain.effort`) and a maximum USD per problem.
+        An unknown effort raises InputError before anything is written."""
+        k = knob(effort, self.samples)
+        budget = self.budget_usd if max_usd is None else min(max_usd, self.budget_usd or max_usd)
+        return replace(self, options={**(self.options or {}), **k.options}, samples=k.samples, budget_usd=budget)
 
     def columns(self, problem: Problem, *, default_samples: int) -> dict[str, Any]:
         """The job row's columns that the problem and this spec decide."""

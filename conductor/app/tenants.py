@@ -18,6 +18,8 @@ from conductor.store.models import ApiKey, Batch, File, Job, Tenant, utcnow
 
 #: What a key may be allowed to do; a key created without scopes gets all of them.
 SCOPES = ("models", "chat", "jobs", "files", "batches")
+#: Never given by default: the job explorer (`/ui`) shows such a key every tenant's work.
+ADMIN_SCOPE = "admin"
 KEY_PREFIX = "ck-"
 
 
@@ -44,6 +46,10 @@ class Principal:
     tenant_id: str
     key_id: str
     scopes: frozenset[str]
+
+    @property
+    def is_admin(self) -> bool:
+        return ADMIN_SCOPE in self.scopes
 
 
 @dataclass(frozen=True)
@@ -80,9 +86,9 @@ def create_key(
     webhook_url: str | None = None,
 ) -> tuple[str, str]:
     """A new key for the tenant (created when missing); returns (key, tenant_id). The key is not kept."""
-    unknown = sorted(set(scopes or []) - set(SCOPES))
+    unknown = sorted(set(scopes or []) - {*SCOPES, ADMIN_SCOPE})
     if unknown:
-        raise InputError(f"unknown scopes {unknown}; choose from {list(SCOPES)}")
+        raise InputError(f"unknown scopes {unknown}; choose from {[*SCOPES, ADMIN_SCOPE]}")
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     with sessions.begin() as s:
         tenant = ensure_tenant(s, tenant_name, quotas, webhook_url)

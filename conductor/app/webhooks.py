@@ -10,10 +10,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 from standardwebhooks import Webhook
 
+from conductor.app import responses
 from conductor.app.api_service import TERMINAL_VALUES
 from conductor.config.settings import Settings
 from conductor.domain.errors import NotFound
@@ -36,6 +37,12 @@ def job_event(sessions: sessionmaker[Session], job_id: str) -> str | None:
         url = job.webhook_url or (tenant.webhook_url if tenant else None)
         if not url:
             return None
+        if (job.options or {}).get("api") == responses.API:  # OpenAI's event names, the response as data
+            resp = responses.response_object(s, job)
+            event = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(
+                resp["status"], f"response.{resp['status']}"
+            )
+            return _record(s, job.tenant_id, event, job.id, url, resp)
         data = {
             "id": job.id,
             "object": "job",
@@ -107,7 +114,7 @@ def deliver(sessions: sessionmaker[Session], settings: Settings, delivery_id: st
     except httpx.HTTPError as exc:
         error = f"{type(exc).__name__}: {str(exc)[:200]}"
     ok = error is None
-    delay = None if ok or attempt >= settings.webhook_max_attempts else settings.webhook_backoff_s * 2 ** (attempt - 1)
+    delay = None if ok or attempt >= settings.webhook_max_attempts else _backoff(settings, attempt)
     with sessions.begin() as s:
         s.add(
             WebhookAttempt(
@@ -130,13 +137,39 @@ def deliver(sessions: sessionmaker[Session], settings: Settings, delivery_id: st
     return delay
 
 
+def overdue(sessions: sessionmaker[Session], settings: Settings, *, limit: int = 500) -> list[str]:
+    """Pending deliveries whose attempt is overdue by more than `ready_grace_s`: the process that held
+    it died (its countdown message, or the attempt in a sender thread, went with it). Returned for
+    the reaper to send again; each is given the backoff its attempts have reached before it counts
+    as overdue once more, so a delivery is never re-sent on every sweep."""
+    t = utcnow()
+    cut = t - timedelta(seconds=settings.ready_grace_s)
+    with sessions.begin() as s:
+        rows = s.scalars(
+            select(WebhookDelivery)
+            .where(
+                WebhookDelivery.status == PENDING,
+                func.coalesce(WebhookDelivery.next_attempt_at, WebhookDelivery.created_at) < cut,
+            )
+            .limit(limit)
+        ).all()
+        for d in rows:
+            d.next_attempt_at = t + timedelta(seconds=_backoff(settings, max(d.attempts, 1)))
+        return [d.id for d in rows]
+
+
+def _backoff(settings: Settings, attempt: int) -> float:
+    """The delay after failed attempt number `attempt` (1-based): doubling from webhook_backoff_s."""
+    return float(settings.webhook_backoff_s * 2 ** (attempt - 1))
+
+
 def replay(sessions: sessionmaker[Session], tenant_id: str | None, delivery_id: str) -> str:
     """Send a delivery again (delivered or failed): it goes back to pending, attempts keep counting."""
     with sessions.begin() as s:
         d = s.get(WebhookDelivery, delivery_id)
         if d is None or (tenant_id is not None and d.tenant_id != tenant_id):
             raise NotFound(f"no webhook delivery {delivery_id}")
-        d.status, d.next_attempt_at = PENDING, None
+        d.status, d.next_attempt_at = PENDING, utcnow()  # due now: overdue only past the grace
     return delivery_id
 
 

@@ -14,18 +14,25 @@ def api_command(
     port: int | None = typer.Option(None, help="Port (default: CONDUCTOR_API_PORT)."),
     log_level: str = typer.Option("info", "--log-level"),
 ) -> None:
-    """Serve the OpenAI-compatible HTTP API (and /v1/jobs, /metrics, /docs) over the same service as the CLI."""
+    """Serve the OpenAI-compatible HTTP API (and /v1/jobs, /metrics, /docs, the /ui explorer) over the same service as the CLI."""
     import uvicorn
 
     from api.app import create_app
 
     with errors_to_exit_codes():
         settings = load_settings()
+        bind, at = host or settings.api_host, port or settings.api_port
+        shown = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind
+        typer.echo(
+            f"job explorer: http://{shown}:{at}/ui (log in with a key from `conductor keys create`;"
+            " `--scopes admin` sees every tenant and CLI jobs)",
+            err=True,
+        )
         # access_log off: uvicorn would log query strings; keys travel in headers, never logged.
         uvicorn.run(
             create_app(settings),
-            host=host or settings.api_host,
-            port=port or settings.api_port,
+            host=bind,
+            port=at,
             log_level=log_level,
             access_log=False,
         )
@@ -34,7 +41,10 @@ def api_command(
 @keys_app.command("create")
 def keys_create(
     tenant: str = typer.Option(..., help="Tenant name; created on first use."),
-    scopes: str | None = typer.Option(None, help="Comma-separated: models,chat,jobs,files,batches (default: all)."),
+    scopes: str | None = typer.Option(
+        None,
+        help="Comma-separated: models,chat,jobs,files,batches (default: all); admin (never by default) lets /ui show every tenant.",
+    ),
     expires_in_days: float | None = typer.Option(None, help="The key stops working after this many days."),
     max_concurrent_jobs: int | None = typer.Option(None, help="Tenant quota: jobs in flight at once."),
     tokens_per_day: int | None = typer.Option(None, help="Tenant quota: tokens per UTC day."),

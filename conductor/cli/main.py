@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from conductor.cli import common
+from conductor.cli import common, marks
 from conductor.cli.common import System, echo_json, errors_to_exit_codes, load_settings, running_system
 from conductor.domain.errors import InputError
 
@@ -48,6 +48,7 @@ def solve(
     budget_tokens: int | None = typer.Option(None, help="Stop the job (budget_exceeded) past this many tokens."),
     budget_usd: float | None = typer.Option(None, help="Stop the job (budget_exceeded) past this cost."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole job as JSON."),
+    effort: str | None = typer.Option(None, help="low, medium or high: steps, replans and samples."),
 ) -> None:
     """Run one problem through the pipeline and print the result."""
     from conductor.app.service import JobSpec
@@ -57,7 +58,7 @@ def solve(
         started = time.monotonic()
         job_id, _ = sysm.service.submit(
             Problem(question=question, answer=answer),
-            JobSpec(samples=samples, budget_tokens=budget_tokens, budget_usd=budget_usd),
+            JobSpec(samples=samples, budget_tokens=budget_tokens, budget_usd=budget_usd).with_knob(effort),
         )
         sysm.service.wait([job_id], timeout=timeout)
         view = sysm.service.job(job_id)
@@ -72,9 +73,63 @@ def solve(
             )
             typer.echo("\n".join(_workflow_lines(view)))
             typer.echo(f"answer: {view['answer'] if view['answer'] is not None else '-'}")
+            if answer is not None:
+                verdict = marks.verdict(sysm.runtime, job_id)
+                typer.echo(f"reference: {answer} -> {verdict.mark}")
             if view["error"]:
                 typer.echo(f"error: {view['error']}")
         unreachable.exit_if_any()
+
+
+def _print_estimate(file: Path, format: str | None, limit: int | None, effort: str | None, samples: int | None) -> None:
+    """`conductor run --estimate`: the file's well-formed problems priced; nothing is submitted."""
+    import itertools
+
+    from conductor.app.estimate import estimate
+    from conductor.app.runtime import Runtime
+    from conductor.domain.inputs import read_problems
+    from conductor.domain.problem import Problem
+
+    with errors_to_exit_codes():
+        runtime = Runtime(load_settings())
+        try:
+            items = itertools.islice(read_problems(file, format=format), limit)
+            problems = [p for _, p in items if isinstance(p, Problem)]
+            report = estimate(
+                runtime.sessions, runtime.pool, runtime.settings, problems, effort=effort, samples=samples
+            )
+        finally:
+            runtime.close()
+        typer.echo(json.dumps(report, indent=2))
+
+
+@app.command()
+def retry(
+    batch_id: str = typer.Argument(..., help="A batch that has ended (`conductor run` or the Batch API)."),
+    out: Path | None = typer.Option(None, help="Result JSONL of the retried lines (`conductor run` batches)."),
+    timeout: float | None = typer.Option(None, help="Give up following after this many seconds."),
+) -> None:
+    """Run only the failed lines of a batch again, as a new batch linked to the old one."""
+    from conductor.app.batch_repair import failed_problems_file, retry_failed
+    from conductor.app.batches import Batches
+    from conductor.store.models import Batch
+
+    settings = load_settings()
+    with errors_to_exit_codes(), running_system(settings) as sysm:
+        batches = Batches(sysm.service)
+        with batches.sessions() as s:
+            old = s.get(Batch, batch_id)
+            tenant = old.tenant_id if old is not None and old.status is not None else None
+        if tenant is not None:  # a Batch API batch: the CLI acts for the batch's own tenant
+            new = retry_failed(batches, tenant, batch_id)
+            typer.echo(new.id)
+            typer.echo(f"batch {new.id} retries the failed lines of {batch_id} (metadata.retry_of)", err=True)
+            return
+        problems = settings.home / "retries" / f"retry-of-{batch_id}.jsonl"
+        n = failed_problems_file(batches, batch_id, problems)
+    typer.echo(f"retrying {n} failed line(s) of {batch_id} from {problems}", err=True)
+    run(file=problems, out=out, format="jsonl", limit=None, samples=None, timeout=timeout, budget_tokens=None,
+        budget_usd=None, show_workflows=False, effort=None, estimate=False)  # fmt: skip
 
 
 @app.command()
@@ -88,11 +143,17 @@ def run(
     budget_tokens: int | None = typer.Option(None, help="Per-job token budget."),
     budget_usd: float | None = typer.Option(None, help="Per-job cost budget (USD)."),
     show_workflows: bool = typer.Option(False, help="Print each problem's workflow to stderr as it finishes."),
+    effort: str | None = typer.Option(None, help="low, medium or high: steps, replans and samples per problem."),
+    estimate: bool = typer.Option(False, "--estimate", help="Print expected calls, tokens and USD; run nothing."),
 ) -> None:
     """Submit a batch and follow it to the end with a progress bar; one JSON result line per problem."""
     from tqdm import tqdm
 
     from conductor.app.service import JobSpec
+
+    if estimate:
+        _print_estimate(file, format, limit, effort, samples)
+        return
 
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)  # fail before running, not after
@@ -102,7 +163,7 @@ def run(
         # cluster has room (the feeder), and no list of job ids is held (100k-problem batches).
         report = sysm.service.submit_batch(
             file,
-            JobSpec(samples=samples, budget_tokens=budget_tokens, budget_usd=budget_usd),
+            JobSpec(samples=samples, budget_tokens=budget_tokens, budget_usd=budget_usd).with_knob(effort),
             format=format,
             limit=limit,
             keep_ids=False,
@@ -119,21 +180,29 @@ def run(
         bar.close()
         sink = out.open("w") if out else sys.stdout
         unreachable = common.UnreachableFailures()
+        board = marks.Scoreboard()
         try:
             for line in sysm.service.batch_result_lines(report.batch_id):
-                sink.write(json.dumps(line) + "\n")
+                verdict = marks.verdict(sysm.runtime, line["job_id"])
+                board.add(verdict)
+                sink.write(json.dumps(marks.annotate(line, verdict)) + "\n")
                 unreachable.add(line)
                 if show_workflows:
                     view = sysm.service.job(line["job_id"])
+                    checked = (
+                        "" if verdict.reference is None else f" -> {verdict.mark} (reference: {verdict.reference})"
+                    )
                     typer.echo(
                         f"[{line['id']}] {line['status']} in {line['seconds']}s, {line['tokens']} tokens: "
-                        f"{str(line['answer'])[:160]!r}",
+                        f"{str(line['answer'])[:160]!r}{checked}",
                         err=True,
                     )
                     typer.echo("\n".join(_workflow_lines(view)), err=True)
         finally:
             if out:
                 sink.close()
+        if board.line():
+            typer.echo(board.line(), err=True)
         usage = sysm.service.usage(batch_id=report.batch_id)
         typer.echo(
             f"batch {report.batch_id}: {usage['by_status']}, {usage['prompt_tokens'] + usage['completion_tokens']} "

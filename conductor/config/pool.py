@@ -100,6 +100,11 @@ class ConductorSpec(ModelSpec):
         description="LoRA adapter directory served on top of a `local/` model (relative paths: against "
         "conductor/config/); vLLM serves adapters under their own model name instead.",
     )
+    replans: bool = Field(
+        True,
+        description="Offer this Conductor a replan round after each answer (with `recursion` on); false for a "
+        "Conductor trained on first plans only, which would rewrite the same workflow and double the cost.",
+    )
     prompt: Literal["full", "compact"] = Field(
         "full",
         description="`full`: the paper's prompt with rules and four few-shot workflows; `compact`: pool, "

@@ -34,6 +34,11 @@ class Settings(BaseSettings):
     max_model_calls: int = Field(40, ge=1, description="Most model calls (Conductor + workers) one job may make.")
     samples: int = Field(1, ge=1, le=64, description="Workflows sampled per problem (G).")
     plan_retries: int = Field(1, ge=0, description="Resamples after an unparseable plan before the fallback.")
+    plan_grammar: bool = Field(
+        True,
+        description="Decode plans under a grammar of well-formed plans where we serve the Conductor (in-process "
+        "or vLLM); a hosted Conductor keeps parse-and-resample.",
+    )
     fallback_worker: str | None = Field(
         None,
         description="Worker that answers alone when every plan failed to parse; default: the pool's "
@@ -79,7 +84,22 @@ class Settings(BaseSettings):
     step_lease_s: float = Field(660.0, gt=0, description="A claimed step or plan not finished by then is re-run.")
     task_time_limit_s: float = Field(600.0, gt=0, description="Hard time limit of every task (prefork pools).")
     reaper_interval_s: float = Field(30.0, gt=0, description="How often beat runs the reaper.")
-    ready_grace_s: float = Field(60.0, gt=0, description="A ready step unclaimed this long is re-enqueued.")
+    ready_grace_s: float = Field(
+        60.0,
+        gt=0,
+        description="Work sent this long ago and neither started nor waiting in a broker queue is re-sent "
+        "(steps, plans, replans, solve, finalize, score).",
+    )
+    resend_max_interval_s: float = Field(
+        960.0,
+        gt=0,
+        description="The reaper's interval between re-sends of the same work doubles from ready_grace_s up to this.",
+    )
+    broker_scan_limit: int = Field(
+        50_000,
+        ge=0,
+        description="Most queued messages the reaper reads to tell waiting work from lost work; past it, time alone decides.",
+    )
 
     api_host: str = Field("127.0.0.1", description="Address `conductor api` listens on.")
     api_port: int = Field(8000, ge=1, le=65535, description="Port `conductor api` listens on.")

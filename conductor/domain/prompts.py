@@ -21,10 +21,12 @@ from conductor.domain.workflow import Workflow
 
 __all__ = [
     "MAX_PREVIOUS_ANSWER_CHARS",
+    "QUESTION_REF",
     "WorkerCard",
     "build_plan_messages",
     "build_replan_messages",
     "build_step_messages",
+    "expand_question",
     "few_shot_examples",
 ]
 
@@ -32,6 +34,12 @@ __all__ = [
 #: end with the boxed result, code answers with the code) so one verbose worker cannot
 #: overflow the Conductor's context.
 MAX_PREVIOUS_ANSWER_CHARS = 6_000
+
+#: Written in a subtask, stands for the whole question; the worker receives the full text. Copying a
+#: long question into a plan was what broke and bloated plans: of 20 first-round plans of the earlier
+#: adapter on unseen prompts, 15 copied the question (most of them twice) and 8 of those 15 failed to
+#: parse, against 1 of the 5 that copied nothing.
+QUESTION_REF = "{question}"
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,8 @@ _RULES = (
     "Write a workflow of 1 to {max_steps} steps as three Python lists of equal length:\n"
     "- model_id: for each step, the number of the model that runs it.\n"
     "- subtasks: for each step, a clear instruction for that model. A model sees only its subtask and the "
-    "steps it can access, never the original question, so include the details it needs.\n"
+    "steps it can access, never the original question, so include the details it needs; write "
+    "{{question}} in a subtask to insert the whole question there.\n"
     '- access_list: for each step, the earlier steps whose subtask and response it sees: "all" (every '
     "earlier step), [] (none), or a list of earlier step numbers such as [0, 2]. Steps that cannot see "
     "each other run in parallel.\n"
@@ -126,7 +135,7 @@ def few_shot_examples(pool_size: int, *, max_steps: int = 5) -> list[tuple[str, 
 #: needs no rules or few-shot examples, and every prompt token costs training and serving time.
 _COMPACT_TASK = (
     "Write a workflow of 1 to {max_steps} steps for the question: one python code block defining "
-    "model_id, subtasks and access_list."
+    "model_id, subtasks and access_list. In a subtask, {{question}} stands for the whole question."
 )
 
 
@@ -193,6 +202,11 @@ def build_step_messages(subtask: str, context: Sequence[tuple[str, str]]) -> lis
         messages.append({"role": "assistant", "content": response})
     messages.append({"role": "user", "content": subtask})
     return messages
+
+
+def expand_question(text: str, question: str) -> str:
+    """A subtask as its worker receives it: every question reference replaced by the question itself."""
+    return text.replace(QUESTION_REF, question.strip()) if QUESTION_REF in text else text
 
 
 def _pool(workers: Sequence[WorkerCard]) -> str:

@@ -21,7 +21,14 @@ class JobRules(Transitions):
             started = s.execute(
                 update(Job)
                 .where(Job.id == job_id, Job.status == JobStatus.QUEUED)
-                .values(status=JobStatus.RUNNING, started_at=now(), open_chains=Job.samples)
+                .values(
+                    status=JobStatus.RUNNING,
+                    started_at=now(),
+                    open_chains=Job.samples,
+                    # The solve message arrived: the reaper's count starts again for finalize.
+                    sent_at=None,
+                    sends=0,
+                )
                 .returning(Job.problem, Job.samples, Job.options)
             ).first()
             if started is None:
@@ -110,6 +117,14 @@ class JobRules(Transitions):
             s,
             update(Job)
             .where(Job.id == job_id, Job.status == JobStatus.RUNNING)
-            .values(status=status, answer=answer, error=error, answer_chain_id=chain_id, finished_at=now()),
+            .values(
+                status=status,
+                answer=answer,
+                error=error,
+                answer_chain_id=chain_id,
+                finished_at=now(),
+                sent_at=None,  # closed: the reaper's count starts again for the score message
+                sends=0,
+            ),
         )
         return job if closed else None

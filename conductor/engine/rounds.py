@@ -142,7 +142,7 @@ class RoundRules(Transitions):
             row = s.execute(
                 update(Round)
                 .where(Round.id == round_id, Round.status == RoundStatus.PLANNING)
-                .values(lease_until=None, attempts=Round.attempts - 1)
+                .values(lease_until=None, attempts=Round.attempts - 1, sent_at=now())  # the retry is a send
                 .returning(Round.job_id)
             ).first()
             if row is not None:

@@ -9,6 +9,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from conductor.domain.effects import Effects, StepTask
+from conductor.domain.prompts import expand_question
 from conductor.domain.states import RoundKind, RoundStatus, StepStatus
 from conductor.domain.usage import Usage
 from conductor.engine.transitions import NESTED, Transitions, now
@@ -74,7 +75,7 @@ class StepRules(Transitions):
         if step is None:
             return None
         rnd = s.execute(
-            select(Round.status, Round.kind, Round.chain_id, Round.round_index, Chain.depth)
+            select(Round.status, Round.kind, Round.chain_id, Round.round_index, Chain.depth, Chain.question)
             .join(Chain, Chain.id == Round.chain_id)
             .where(Round.id == step.round_id)
         ).one()
@@ -96,7 +97,9 @@ class StepRules(Transitions):
                     )
                 )
             }
-            context = [outputs[i] for i in step.dependencies]
+            context = [
+                (expand_question(sub, rnd.question), out) for sub, out in (outputs[i] for i in step.dependencies)
+            ]
         if step.access == "all" and rnd.kind == RoundKind.REPLAN:
             previous = queries.latest_answer_round(s, rnd.chain_id, before=rnd.round_index)
             if previous is not None:
@@ -106,7 +109,7 @@ class StepRules(Transitions):
             job_id=step.job_id,
             worker_index=step.worker_index,
             worker_name=step.worker_name,
-            subtask=step.subtask,
+            subtask=expand_question(step.subtask, rnd.question),
             context=context,
             depth=rnd.depth,
         )

@@ -203,7 +203,7 @@ class Transitions:
             .returning(Round.kind, Round.chain_id)
         ).one()
         # A fixed or fallback round never replans: decided without loading the chain or the job.
-        if self.settings.recursion and kind in (RoundKind.PLAN, RoundKind.REPLAN):
+        if self.settings.recursion and self.pool.conductor.replans and kind in (RoundKind.PLAN, RoundKind.REPLAN):
             chain = s.get_one(Chain, chain_id)
             if chain.rounds_used < self.settings.max_rounds and chain.job.options.get("recursion", True):
                 return Effects(replans=[self._new_round(s, chain, RoundKind.REPLAN).id])

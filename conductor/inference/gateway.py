@@ -33,8 +33,10 @@ import openai
 
 from conductor.config.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
 from conductor.domain.errors import ModelServerUnreachable, RateLimited, WorkerCallError
+from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.tools import TOOL_PROVIDER, run_tool
 from conductor.inference import local_backend
+from conductor.inference.grammar import takes_grammar
 from conductor.inference.openai_compatible import OpenAICompatible, eligible
 from conductor.inference.policy import ActivePolicy, ActivePolicyCache, lora_name
 from conductor.inference.vllm_server import TOKEN_ID_EXTRA_BODY, TOKEN_ID_PREFIX, completion_token_ids_and_logprobs
@@ -178,8 +180,10 @@ class Gateway:
         backoff_max_s: float = 30.0,
         max_inline_wait_s: float = 10.0,
         direct_openai: bool = True,
+        plan_grammar: bool = True,
     ) -> None:
         self.pool = pool
+        self.plan_grammar = plan_grammar
         self.max_inline_wait_s = max_inline_wait_s
         self.model_home = model_home
         self.limiter = limiter or NoLimits()
@@ -193,21 +197,31 @@ class Gateway:
         self._pool_default = pool.conductor
 
     # -- public ------------------------------------------------------------------------
-    def call_conductor(self, messages: list[dict], *, pin: tuple[str, str] | None = None) -> Completion:
-        """Call the Conductor; `pin` = (version, adapter path) serves that policy for this call only."""
+    def call_conductor(
+        self, messages: list[dict], *, pin: tuple[str, str] | None = None, grammar: PlanGrammar | None = None
+    ) -> Completion:
+        """Call the Conductor; `pin` = (version, adapter path) serves that policy for this call only.
+
+        With `grammar`, a backend we serve (in-process, or a self-hosted OpenAI-protocol server such as
+        vLLM) decodes the plan under it, so it parses by construction; a hosted API cannot take a
+        grammar and keeps parse-and-resample. `plan_grammar=False` turns the constraint off everywhere.
+        """
         self._follow_active_policy()
         # One attribute read: a call made during a switch uses the old spec or the new one, never a mix.
         spec = self.pool.conductor if pin is None else self._spec_for(ActivePolicy(*pin), self.pool.conductor)
-        result = self._call_with_retries(spec, messages, label="conductor", want_logprobs=True)
+        used = grammar if grammar is not None and self.plan_grammar and takes_grammar(spec) else None
+        regex = used.regex() if used is not None else None
+        result = self._call_with_retries(spec, messages, label="conductor", want_logprobs=True, regex=regex)
         result.policy_version = spec.policy_version
         # top_p 1 and no top-k: the behaviour distribution is exactly softmax(logits / temperature),
-        # which is what the trainer's importance ratio recomputes.
+        # masked by the grammar when one was used, which is what the trainer's importance ratio recomputes.
         result.sampling = {
             "temperature": spec.temperature,
             "max_tokens": spec.max_tokens,
             "top_p": 1.0,
             "top_k": 0,
             "logprobs": "processed",
+            "grammar": {**used.describe(), "regex": regex, "backend": "xgrammar"} if used is not None else None,
         }
         return result
 
@@ -303,13 +317,19 @@ class Gateway:
 
     # -- internals ---------------------------------------------------------------------
     def _call_with_retries(
-        self, spec: ModelSpec, messages: list[dict], *, label: str, want_logprobs: bool = False
+        self,
+        spec: ModelSpec,
+        messages: list[dict],
+        *,
+        label: str,
+        want_logprobs: bool = False,
+        regex: str | None = None,
     ) -> Completion:
         errors: list[str] = []
         last: Exception | None = None
         for attempt in range(1, spec.retries + 2):
             try:
-                result = self._call_once(spec, messages, label=label, want_logprobs=want_logprobs)
+                result = self._call_once(spec, messages, label=label, want_logprobs=want_logprobs, regex=regex)
                 result.attempts = attempt
                 result.errors = errors
                 return result
@@ -343,7 +363,9 @@ class Gateway:
         # Exponential backoff with full jitter, so that many workers hitting one provider spread out.
         return random.uniform(0, min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1)))
 
-    def _call_once(self, spec: ModelSpec, messages: list[dict], *, label: str, want_logprobs: bool) -> Completion:
+    def _call_once(
+        self, spec: ModelSpec, messages: list[dict], *, label: str, want_logprobs: bool, regex: str | None = None
+    ) -> Completion:
         if spec.provider == TOOL_PROVIDER:
             return self._run_tool(spec, messages, label=label)
         kwargs: dict[str, Any] = {
@@ -374,6 +396,10 @@ class Gateway:
                 # vLLM then writes logprob tokens as "token_id:N" and adds choices[0].token_ids and
                 # prompt_token_ids; other OpenAI-compatible servers ignore unknown fields.
                 kwargs["extra_body"] = {**TOKEN_ID_EXTRA_BODY, "top_k": -1}
+        if regex is not None:
+            # vLLM 0.32 reads `structured_outputs` (the old guided_* fields are silently ignored); the
+            # in-process backend reads the same field from litellm's pass-through extra_body.
+            kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "structured_outputs": {"regex": regex}}
         estimate = spec.max_tokens + sum(len(str(m.get("content", ""))) for m in messages) // 4
         started = time.perf_counter()
         direct = self._direct is not None and eligible(spec.provider, spec.api_base, spec.reasoning_effort)

@@ -57,12 +57,20 @@ class LocalModel:
             model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
         self.model = model
         self.model.eval()
+        self.vocab_size = int(model.config.vocab_size)
         self.lock = threading.Lock()
         self._torch = torch
 
     def generate(
-        self, messages: list[dict], *, max_tokens: int = 256, temperature: float = 0.0, seed: int | None = None
+        self,
+        messages: list[dict],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        regex: str | None = None,
     ) -> Generation:
+        """Sample a completion; with `regex`, only tokens the grammar allows (the logprobs are the masked ones)."""
         torch = self._torch
         prompt_ids: Any = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
         if not isinstance(prompt_ids, torch.Tensor):
@@ -77,18 +85,27 @@ class LocalModel:
         }
         if do_sample:
             kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
+        masked = regex is not None
+        if masked:
+            from conductor.inference.grammar import MaskingProcessor, masks_for
+
+            grammar = masks_for(self.tokenizer, self.vocab_size)
+            kwargs["logits_processor"] = [MaskingProcessor(grammar, str(regex), prompt_ids.shape[1])]
+            kwargs["output_scores"] = True
         with self.lock, torch.inference_mode():
             if seed is not None:
                 torch.manual_seed(seed)
             out = self.model.generate(prompt_ids, attention_mask=torch.ones_like(prompt_ids), **kwargs)
         new_ids = out.sequences[0, prompt_ids.shape[1] :].tolist()
         # Behaviour logprobs of the distribution actually sampled from (logits / temperature,
-        # no top-k/top-p), as vLLM reports them with `--logprobs-mode processed_logprobs`: the
-        # importance ratio of GRPO is taken against exactly this. Greedy calls report raw logprobs.
+        # no top-k/top-p, the grammar's mask where there is one), as vLLM reports them with
+        # `--logprobs-mode processed_logprobs`: the importance ratio of GRPO is taken against exactly
+        # this. The processed scores already carry the mask and the temperature; greedy calls without
+        # a grammar report raw logprobs.
         scale = temperature if do_sample else 1.0
+        steps = out.scores if masked else tuple(lg / scale for lg in out.logits)
         logprobs = [
-            float(torch.log_softmax(step_logits[0].float() / scale, dim=-1)[tok])
-            for step_logits, tok in zip(out.logits, new_ids, strict=True)
+            float(torch.log_softmax(step[0].float(), dim=-1)[tok]) for step, tok in zip(steps, new_ids, strict=True)
         ]
         eos = self.tokenizer.eos_token_id
         finish = "stop" if new_ids and new_ids[-1] == eos else "length"
@@ -141,8 +158,10 @@ class LocalProvider(CustomLLM):
         started = time.perf_counter()
         # The gateway resolves `local/<name>` to a model directory and passes it as api_base.
         path = api_base or (model.split("/", 1)[1] if model.startswith(f"{PROVIDER}/") else model)
+        structured = (optional_params.get("extra_body") or {}).get("structured_outputs") or {}
         gen = self.registry.get(path).generate(
             messages,
+            regex=structured.get("regex"),
             max_tokens=int(optional_params.get("max_tokens") or optional_params.get("max_completion_tokens") or 256),
             temperature=float(optional_params.get("temperature") or 0.0),
             seed=optional_params.get("seed"),

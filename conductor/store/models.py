@@ -164,6 +164,9 @@ class Job(Base):
     webhook_url: Mapped[str | None] = mapped_column(Text)
     # An exploration job: extra Conductor samples for the user job named here, judged as one group with it.
     explore_of: Mapped[str | None] = mapped_column(String(64), index=True)
+    # Send accounting (the reaper's): when it last re-sent this row's message, and how many times.
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    sends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -225,6 +228,9 @@ class Round(Base):
     latency_s: Mapped[float | None] = mapped_column(Float)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Send accounting (the reaper's): when it last re-sent this row's message, and how many times.
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    sends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -257,6 +263,9 @@ class Step(Base):
     claimed_by: Mapped[str | None] = mapped_column(String(200))
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     ready_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Send accounting (the reaper's): when it last re-sent this row's message, and how many times.
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    sends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

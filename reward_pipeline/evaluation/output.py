@@ -10,7 +10,14 @@ from typing import Any
 from conductor.app.runtime import Runtime
 from reward_pipeline.baselines import Method
 from reward_pipeline.evaluation.problems import Benchmark
-from reward_pipeline.report import aggregate, markdown, plot_accuracy_by_benchmark, plot_accuracy_vs_tokens
+from reward_pipeline.report import (
+    aggregate,
+    markdown,
+    pareto_fronts,
+    plot_accuracy_by_benchmark,
+    plot_accuracy_vs_tokens,
+    plot_pareto,
+)
 
 RESULTS_JSONL = "results.jsonl"
 #: the settings that shape a run's jobs, recorded with its results
@@ -39,11 +46,14 @@ def write_report(
     method_labels = [m.label for m in methods]
     summary = aggregate(records, benchmarks=bench_labels, methods=method_labels)
     table = markdown(summary, benchmarks=bench_labels, methods=method_labels)
+    summary["pareto"] = pareto_fronts(summary)
+    policy = runtime.pool.conductor.policy_version if runtime is not None else None
     files = {
         "results_json": out / "results.json",
         "report_md": out / "report.md",
         "results_jsonl": out / RESULTS_JSONL,
         "accuracy_vs_tokens": plot_accuracy_vs_tokens(summary, out / "accuracy_vs_tokens.png"),
+        "accuracy_vs_cost": plot_pareto(summary, out / "accuracy_vs_cost.png", policy=policy),
         "accuracy_by_benchmark": plot_accuracy_by_benchmark(
             summary, out / "accuracy_by_benchmark.png", benchmarks=bench_labels, methods=method_labels
         ),
@@ -59,6 +69,9 @@ def write_report(
         "# Evaluation\n\n"
         f"Benchmarks: {', '.join(f'{b.label} ({len(b.problems)})' for b in benchmarks)}; "
         f"methods: {', '.join(method_labels)}.\n\n{table}\n"
+        f"Pareto front (nothing more accurate for less): by USD {', '.join(summary['pareto']['usd'])}; "
+        f"by tokens {', '.join(summary['pareto']['tokens'])}.\n\n"
+        "![accuracy vs cost](accuracy_vs_cost.png)\n\n"
         "![accuracy vs tokens](accuracy_vs_tokens.png)\n\n![accuracy by benchmark](accuracy_by_benchmark.png)\n",
         encoding="utf-8",
     )

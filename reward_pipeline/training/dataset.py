@@ -75,6 +75,8 @@ class Row:
     staleness: int
     reward: float
     source: str = "verifier"  #: where the reward came from: verifier | judge | feedback | parse
+    #: The regex the completion was sampled under (None: unconstrained); the trainer masks with it too.
+    grammar: str | None = None
 
 
 @dataclass
@@ -226,6 +228,7 @@ def _row(
         staleness=staleness,
         reward=float(reward),
         source=source,
+        grammar=_grammar(sampling),
     )
 
 
@@ -243,4 +246,15 @@ def _unusable(rnd: Round) -> str | None:
     if sampling.get("logprobs") not in (None, "processed") or (sampling.get("logprobs") is None and temperature != 1.0):
         # Raw logprobs equal the sampled distribution's only at temperature 1.
         return "sampling_not_reproducible"
+    grammar = sampling.get("grammar")
+    if grammar is not None and (
+        not isinstance(grammar, dict) or grammar.get("kind") != "regex" or not _grammar(sampling)
+    ):
+        return "grammar_not_reproducible"  # a mask the trainer cannot rebuild would bias every ratio
     return None
+
+
+def _grammar(sampling: dict) -> str | None:
+    grammar = sampling.get("grammar")
+    regex = grammar.get("regex") if isinstance(grammar, dict) else None
+    return regex if isinstance(regex, str) and regex else None

@@ -19,7 +19,7 @@ from typing import Any
 from conductor.domain.errors import TrainingError
 from reward_pipeline.training.dataset import Row
 from reward_pipeline.training.health import StepHealth
-from reward_pipeline.training.logprobs import pad_batch, scatter_behaviour, token_logprobs
+from reward_pipeline.training.logprobs import grammar_masks, pad_batch, scatter_behaviour, token_logprobs
 from reward_pipeline.training.objective import ObjectiveConfig, ScaleRewards, group_advantages, grpo_loss
 
 #: The `GRPOConfig` fields this trainer reads (pinned against TRL 1.16.0).
@@ -191,10 +191,20 @@ class OfflineGRPOTrainer:
                 ids, attn, _, plens = pad_batch(
                     [r.prompt_ids for r in rows], [r.completion_ids for r in rows], self.pad_id
                 )
-                lp = token_logprobs(self.model, ids, attn, torch.tensor([r.temperature for r in rows]))
+                allowed = self._allowed(rows, plens, ids.shape[1])
+                lp = token_logprobs(self.model, ids, attn, torch.tensor([r.temperature for r in rows]), allowed)
                 for i, r in enumerate(rows):
                     out[r.round_id] = lp[i, plens[i] : plens[i] + len(r.completion_ids)].tolist()
         return out
+
+    def _allowed(self, rows: list[Row], prompt_lens: list[int], width: int) -> Any | None:
+        """The grammar masks the rows were sampled under, replayed along their stored ids."""
+        if not any(r.grammar for r in rows):
+            return None
+        from conductor.inference.grammar import masks_for
+
+        masks = masks_for(self.tokenizer, int(self.model.config.vocab_size))
+        return grammar_masks(masks, [r.grammar for r in rows], [r.completion_ids for r in rows], prompt_lens, width)
 
     def _micro_loss(self, micro: list[_Item]) -> Any:
         import torch
@@ -204,7 +214,8 @@ class OfflineGRPOTrainer:
             [r.prompt_ids for r in rows], [r.completion_ids for r in rows], self.pad_id
         )
         temps = torch.tensor([r.temperature for r in rows], dtype=torch.float32)
-        current = token_logprobs(self.model, ids, attn, temps)
+        allowed = self._allowed(rows, prompt_lens, ids.shape[1])
+        current = token_logprobs(self.model, ids, attn, temps, allowed)
         behaviour = scatter_behaviour([r.logprobs for r in rows], prompt_lens, ids.shape[1])
         if self._proximal:
             proximal = scatter_behaviour([self._proximal[r.round_id] for r in rows], prompt_lens, ids.shape[1])
@@ -215,6 +226,6 @@ class OfflineGRPOTrainer:
         reference = None
         if self.objective.beta > 0:
             with torch.no_grad(), self.model.disable_adapter():
-                reference = token_logprobs(self.model, ids, attn, temps)
+                reference = token_logprobs(self.model, ids, attn, temps, allowed)
         advantages = torch.tensor([it.advantage for it in micro], dtype=torch.float32)
         return grpo_loss(current, proximal, behaviour * mask, advantages, mask, self.objective, reference)

@@ -14,6 +14,7 @@ from typing import Any
 
 from conductor.domain.errors import PlanParseError
 from conductor.domain.parser import parse_workflow
+from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.problem import Problem
 from conductor.domain.prompts import build_plan_messages
 from conductor.inference.gateway import Gateway
@@ -47,10 +48,17 @@ class ProbeResult:
 def probe_plans(gateway: Gateway, problems: Sequence[Problem], *, max_steps: int = 5, threads: int = 8) -> ProbeResult:
     pool = gateway.pool
     cards = pool.cards()
+    # The same grammar a production round gets, so the probe measures what serving would parse.
+    grammar = PlanGrammar.for_round(
+        len(cards),
+        max_steps=max_steps,
+        prompt_style=pool.conductor.prompt,
+        replan=False,
+    )
 
     def one(problem: Problem) -> tuple[Any, int]:
         messages = build_plan_messages(problem.question, cards, max_steps=max_steps, style=pool.conductor.prompt)
-        completion = gateway.call_conductor(messages)
+        completion = gateway.call_conductor(messages, grammar=grammar)
         try:
             return parse_workflow(
                 completion.text, pool_size=len(cards), max_steps=max_steps

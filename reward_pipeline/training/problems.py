@@ -82,6 +82,7 @@ def unseen_benchmark_prompts(data_dir: Path, n: int = 8) -> Iterator[tuple[str, 
         ("mmlu", "mmlu_test.jsonl.gz"),
         ("humaneval", "HumanEval.jsonl.gz"),
         ("math500", "math500_test.jsonl"),
+        ("aime24", "aime24.jsonl"),
     ):
         for p in _take(data_dir / file, n):
             yield name, p

@@ -19,7 +19,7 @@ from typing import Any
 from conductor.domain.errors import TrainingError
 from conductor.domain.parser import parse_workflow
 from conductor.domain.problem import Problem
-from conductor.domain.prompts import WorkerCard, build_plan_messages
+from conductor.domain.prompts import QUESTION_REF, WorkerCard, build_plan_messages
 from conductor.domain.workflow import Workflow
 from reward_pipeline.training.policy import LoraSpec
 
@@ -44,7 +44,8 @@ class WarmupConfig:
 
 def synthetic_plan(question: str, workers: Sequence[WorkerCard], rng: random.Random) -> tuple[str, Workflow]:
     """One fenced workflow for `question`, worker ids drawn from the pool."""
-    q = " ".join(question.split())
+    # The question is referenced, never copied: copies were what broke and bloated plans (prompts.QUESTION_REF).
+    q = QUESTION_REF
     pick = lambda: rng.randrange(len(workers))  # noqa: E731
     # Only a model can write an expression: a type constraint, not a preference between models.
     models = [i for i, w in enumerate(workers) if not w.is_tool] or list(range(len(workers)))

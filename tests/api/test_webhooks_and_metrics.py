@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from fastapi.testclient import TestClient
 from standardwebhooks import Webhook
@@ -19,30 +17,7 @@ from conductor.config.settings import Settings
 from conductor.store.models import Tenant
 from tests.support.cluster import write_pool
 from tests.support.pools import scripted_pool
-
-
-class Receiver:
-    """Answers 500 to the first `fail` requests, then 204; keeps every request."""
-
-    def __init__(self, fail: int) -> None:
-        self.fail = fail
-        self.requests: list[tuple[dict[str, str], bytes]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                receiver.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
-                self.send_response(500 if len(receiver.requests) <= receiver.fail else 204)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
+from tests.support.webhook_receiver import Receiver
 
 
 def test_a_receiver_that_fails_three_times_gets_the_signed_event_once_more(tmp_path, scripted):

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from sqlalchemy import select
 
 from conductor.config.pool import Pool
+from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.problem import Problem
 from conductor.inference.gateway import Gateway, parse_logprobs, parse_prompt_token_ids
 from conductor.inference.local_backend import Generation
@@ -137,7 +138,13 @@ def test_the_direct_openai_path_sends_and_reads_exactly_what_litellm_does(script
 class _StandInModel:
     """Answers like LocalModel.generate without loading weights."""
 
-    def generate(self, messages, *, max_tokens=256, temperature=0.0, seed=None) -> Generation:
+    regexes: list[str | None]
+
+    def __init__(self) -> None:
+        self.regexes = []
+
+    def generate(self, messages, *, max_tokens=256, temperature=0.0, seed=None, regex=None) -> Generation:
+        self.regexes.append(regex)
         return Generation("five", [1204, 2], [-0.25, -0.5], [1, 9906, 28, 2], "stop")
 
 
@@ -157,6 +164,53 @@ def test_local_backend_fields_survive_litellm_into_the_completion(tmp_path):
     assert (c.text, c.token_ids, c.logprobs) == ("five", [1204, 2], [-0.25, -0.5])
     assert c.prompt_token_ids == [1, 9906, 28, 2]
     assert (c.prompt_tokens, c.completion_tokens) == (4, 2)
+
+
+GRAMMAR = PlanGrammar.for_round(1, max_steps=2, prompt_style="compact", replan=False)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_served_conductor_decodes_under_the_plan_grammar_and_the_round_records_it(tmp_path, enabled):
+    gateway = Gateway(_local_pool(), model_home=tmp_path, plan_grammar=enabled)
+    path = str(gateway._local_path(f"local/{LOCAL_NAME}"))
+    stand_in = _StandInModel()
+    gateway.local_models._models[path] = stand_in  # type: ignore[assignment]
+    try:
+        c = gateway.call_conductor(MESSAGES, grammar=GRAMMAR)
+    finally:
+        gateway.local_models.drop(path)
+
+    assert c.sampling is not None
+    if enabled:
+        assert stand_in.regexes == [GRAMMAR.regex()]
+        recorded = c.sampling["grammar"]
+        assert recorded["regex"] == GRAMMAR.regex() and recorded["backend"] == "xgrammar"
+        assert (
+            recorded["sha256"] == GRAMMAR.describe()["sha256"] and recorded["version"] == GRAMMAR.describe()["version"]
+        )
+    else:  # the setting turns the constraint off: nothing sent, nothing recorded
+        assert stand_in.regexes == [None] and c.sampling["grammar"] is None
+
+
+def test_a_hosted_conductor_that_cannot_take_a_grammar_keeps_parse_and_resample(scripted, tmp_path):
+    gateway = Gateway(scripted_pool(scripted.base_url), model_home=tmp_path)
+
+    c = gateway.call_conductor(MESSAGES, grammar=GRAMMAR)
+
+    assert c.sampling is not None and c.sampling["grammar"] is None
+    assert "structured_outputs" not in scripted.calls_for("scripted-conductor")[-1].body
+
+
+def test_a_vllm_conductor_receives_the_grammar_as_structured_outputs(scripted, tmp_path):
+    pool = scripted_pool(scripted.base_url)
+    pool.conductor = pool.conductor.model_copy(update={"model": "hosted_vllm/scripted-conductor"})
+    gateway = Gateway(pool, model_home=tmp_path)
+
+    c = gateway.call_conductor(MESSAGES, grammar=GRAMMAR)
+
+    body = scripted.calls_for("scripted-conductor")[-1].body
+    assert body["structured_outputs"] == {"regex": GRAMMAR.regex()}
+    assert c.sampling is not None and c.sampling["grammar"]["regex"] == GRAMMAR.regex()
 
 
 @pytest.mark.slow

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.chaos import run_chaos, services_missing, worker_logs
+from tests.support.chaos import run_chaos, services_missing
+from tests.support.chaos_report import worker_logs
 
 pytestmark = pytest.mark.services
 

@@ -23,7 +23,7 @@ from conductor.domain.problem import Problem
 from conductor.store.models import Reward
 from reward_pipeline.baselines import parse_method, parse_methods
 from reward_pipeline.evaluation import majority_vote
-from reward_pipeline.report import percentile, wilson_interval
+from reward_pipeline.report import pareto_front, percentile, wilson_interval
 from tests.conftest import DATA, MODEL_HOME
 from tests.reward_pipeline.test_rewards import scripted_server
 from tests.support.pools import scripted_pool
@@ -102,9 +102,14 @@ def test_eval_writes_table_json_and_plots_and_a_rerun_only_runs_new_pairs(tmp_pa
     assert moa["ci_low"] < 0.75 < moa["ci_high"]
     assert moa["tokens_per_question"] > cells[("mini", "single:alpha")]["tokens_per_question"] > 0
     assert moa["latency_p50_s"] > 0 and moa["latency_p95_s"] >= moa["latency_p50_s"]
-    for name in ("accuracy_vs_tokens.png", "accuracy_by_benchmark.png"):
+    for name in ("accuracy_vs_tokens.png", "accuracy_by_benchmark.png", "accuracy_vs_cost.png"):
         data = (out / name).read_bytes()
         assert data[:8] == PNG_MAGIC and len(data) > 2000
+    # moa is the most accurate; the three at 50% differ only in tokens: the cheapest of them is on the front.
+    overall = {c["method"]: c for c in summary["overall"]}
+    cheapest = min(("conductor", "single:alpha", "router"), key=lambda m: overall[m]["tokens_per_question"])
+    assert summary["pareto"]["tokens"] == [cheapest, "moa"]
+    assert "Pareto front" in (out / "report.md").read_text()
     table = (out / "report.md").read_text()
     assert "| moa | 75.0 |" in table and "| single:alpha | 50.0 |" in table
     assert "| moa | 75.0 |" in second.stdout
@@ -113,6 +118,12 @@ def test_eval_writes_table_json_and_plots_and_a_rerun_only_runs_new_pairs(tmp_pa
 
 
 # -- pieces ------------------------------------------------------------------------------------
+def test_the_pareto_front_keeps_what_nothing_beats() -> None:
+    points = [("a", 1.0, 0.5), ("b", 2.0, 0.5), ("c", 2.0, 0.8), ("d", 3.0, 0.7), ("e", 0.5, 0.1)]
+    assert pareto_front(points) == ["e", "a", "c"], "b costs more than a for the same; d costs more than c for less"
+    assert pareto_front([("x", 1.0, 0.5), ("y", 1.0, 0.5)]) == ["x", "y"], "ties both stay"
+
+
 def test_wilson_interval_and_percentile() -> None:
     lo, hi = wilson_interval(5, 10)
     assert round(lo, 4) == 0.2366 and round(hi, 4) == 0.7634
@@ -299,6 +310,7 @@ def test_eval_with_the_local_smollm2_pool(tmp_path, monkeypatch):
     assert {c["n"] for c in summary["cells"]} == {2} and len(summary["cells"]) == 9
     assert all(c["scored"] == 2 for c in summary["cells"])
     assert all(c["tokens_per_question"] > 0 for c in summary["cells"])
-    for name in ("accuracy_vs_tokens.png", "accuracy_by_benchmark.png"):
+    for name in ("accuracy_vs_tokens.png", "accuracy_by_benchmark.png", "accuracy_vs_cost.png"):
         assert (out / name).read_bytes()[:8] == PNG_MAGIC
+    assert summary["pareto"]["tokens"], "some method is on the accuracy-per-token front"
     assert "| conductor |" in (out / "report.md").read_text()

@@ -84,10 +84,11 @@ def test_queue_depth_holds_admission_back(tmp_path):
     _jobs(rt, "a", 10)
     sent = Sent()
     depth = [40]
+    # Room for 21 more messages; a new job is expected to bring 7 (solve, plan, max_steps=5 steps).
     feeder = Feeder(
         rt.sessions,
         sent.submit,
-        limits=FeederLimits(max_queue_depth=43, max_in_flight=100),
+        limits=FeederLimits(max_queue_depth=61, max_in_flight=100, default_steps=5),
         queue_depth=lambda: depth[0],
     )
     assert feeder.admit().admitted == 3
@@ -107,7 +108,9 @@ def test_five_thousand_problems_stream_in_bounded_memory(tmp_path):
     rt = _runtime(tmp_path)
     sent = Sent()
     service = Service(rt, sent)
-    service._feeder = Feeder(rt.sessions, sent.submit, limits=FeederLimits(max_in_flight=300, chunk=300))
+    service._feeder = Feeder(
+        rt.sessions, sent.submit, limits=FeederLimits(max_in_flight=300, chunk=300, max_queue_depth=100_000)
+    )
     tracemalloc.start()
     report = service.submit_batch(src, keep_ids=False, chunk=500)
     _, peak = tracemalloc.get_traced_memory()
@@ -122,3 +125,43 @@ def test_five_thousand_problems_stream_in_bounded_memory(tmp_path):
     lines = list(service.batch_result_lines(report.batch_id))
     assert [ln["line"] for ln in lines[:3]] == [1, 2, 3] and len(lines) == n
     rt.close()
+
+
+def test_admission_counts_the_steps_admitted_jobs_will_still_release(tmp_path):
+    """Five admitted jobs whose plans wrote three ready steps each owe the `llm` queue 15 messages,
+    though the broker is empty: with room for 25 messages and 5 per new job (solve, plan, three
+    steps as measured on those plans), two more jobs fit, not all twenty the empty broker suggests."""
+    from conductor.store.models import Chain, Round, Step
+
+    rt = _runtime(tmp_path)
+    admitted = _jobs(rt, "a", 5)
+    with rt.sessions.begin() as s:
+        s.execute(update(Job).where(Job.id.in_(admitted)).values(status="running"))
+        for job_id in admitted:
+            chain = Chain(job_id=job_id, question="q", rounds_used=1)
+            rnd = Round(chain=chain, job_id=job_id, round_index=0, kind="plan", status="running", n_steps=3)
+            s.add(rnd)
+            s.flush()
+            s.add_all(
+                Step(
+                    round_id=rnd.id,
+                    job_id=job_id,
+                    step_index=i,
+                    worker_index=0,
+                    worker_name="alpha",
+                    subtask="x",
+                    access=[],
+                    dependencies=[],
+                    pending_deps=0,
+                    status="ready",
+                )
+                for i in range(3)
+            )
+    waiting = _jobs(rt, "a", 20)
+    sent = Sent()
+    feeder = Feeder(rt.sessions, sent.submit, limits=FeederLimits(max_queue_depth=25), queue_depth=lambda: 0)
+    report = feeder.admit()
+    assert report.backlog == 15 and report.queue_depth == 0
+    assert report.admitted == 2 and len(sent.ids) == 2 and set(sent.ids) <= set(waiting)
+    # The two just admitted owe 2 x (solve + plan + 3 steps) more: nothing fits now.
+    assert feeder.admit().admitted == 0

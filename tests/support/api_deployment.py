@@ -94,6 +94,15 @@ def deploy(
         server.stop()
 
 
+@contextmanager
+def fresh_deployment(home: Path, script: Script, **settings: str) -> Iterator[Deployment]:
+    """`deploy` on a PostgreSQL database and a Redis database of its own (for module-scoped fixtures)."""
+    from tests.conftest import fresh_pg_database, fresh_redis_db
+
+    with fresh_pg_database() as pg, fresh_redis_db() as redis_url, deploy(home, pg, redis_url, script, **settings) as d:
+        yield d
+
+
 def batch_file(n: int, *, workflow: str = "single", prefix: str = "r") -> bytes:
     """A Batch API input file of `n` chat requests that the scripted Conductor answers with `workflow`."""
     lines = (

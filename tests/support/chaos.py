@@ -21,10 +21,10 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.chaos_report import ChaosSummary, count_messages, queue_length, tally
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
 from tests.support.workflows import conductor_reply
 
@@ -170,49 +170,6 @@ class FaultyProvider:
         return Reply(f"{model.rsplit('-', 1)[-1]} did <{messages[-1]['content'][:30]}>", delay_s=self.delay_s)
 
 
-@dataclass
-class ChaosSummary:
-    submitted: int = 0
-    done: int = 0
-    failed_with_reason: int = 0
-    failed_without_reason: int = 0
-    lost: int = 0  #: jobs not terminal at the end
-    outputs_written_twice: int = 0
-    stuck_tasks: int = 0  #: steps running/ready or rounds planning after the jobs ended
-    redeliveries: int = 0  #: claims beyond the first, over steps and Conductor rounds
-    model_calls: int = 0
-    faults: dict[str, int] = field(default_factory=dict)
-    events: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    failures: Counter[str] = field(default_factory=Counter)
-    detail: list[str] = field(default_factory=list)  #: what unfinished jobs were doing
-
-    @property
-    def ok(self) -> bool:
-        return (
-            self.done + self.failed_with_reason == self.submitted
-            and self.lost == 0
-            and self.failed_without_reason == 0
-            and self.outputs_written_twice == 0
-            and self.stuck_tasks == 0
-        )
-
-    def render(self) -> str:
-        lines = [
-            f"submitted {self.submitted}: done {self.done}, failed with a reason {self.failed_with_reason}, "
-            f"failed without one {self.failed_without_reason}, lost {self.lost}",
-            f"step outputs written twice: {self.outputs_written_twice}; tasks stuck: {self.stuck_tasks}; "
-            f"re-deliveries: {self.redeliveries}; model calls: {self.model_calls}; {self.seconds:.0f} s",
-            f"provider faults answered: {dict(self.faults)}",
-            "events: " + "; ".join(self.events),
-        ]
-        if self.failures:
-            lines.append("failure reasons: " + "; ".join(f"{n}x {r}" for r, n in self.failures.most_common(5)))
-        lines += self.detail
-        lines.append("PASS" if self.ok else "FAIL")
-        return "\n".join(lines)
-
-
 AUDIT_SQL = """
 CREATE TABLE IF NOT EXISTS chaos_output_writes (step_id integer, at timestamptz DEFAULT now());
 CREATE OR REPLACE FUNCTION chaos_audit_output() RETURNS trigger AS $$
@@ -285,9 +242,15 @@ def run_chaos(
             conn.exec_driver_sql(AUDIT_SQL)
         service = Service(runtime, Dispatcher(app))
 
+        lives: Counter[str] = Counter()
+
         def worker(name: str) -> Proc:
+            # Each life of a worker logs to its own file: the broker messages it received are counted
+            # from every life, the ones SIGKILL ended included.
             args = ["worker", "-Q", "conductor,llm,default", "-c", str(threads), "-P", "threads"]
-            return Proc(name, [*args, "-n", f"{name}@chaos", "-l", "INFO"], env, work / f"{name}.log")
+            lives[name] += 1
+            log_file = work / f"{name}.{lives[name]}.worker.log"
+            return Proc(name, [*args, "-n", f"{name}@chaos", "-l", "INFO"], env, log_file)
 
         names = [f"w{i}" for i in range(workers)]
         for n in names:
@@ -308,6 +271,8 @@ def run_chaos(
         started = time.monotonic()
         report = service.submit_batch(src, keep_ids=False)
         batch_id = report.batch_id
+
+        faults_ended = [float("inf")]  # epoch seconds when the last fault was over
 
         def drive() -> None:
             for at, kind in plan:
@@ -332,6 +297,7 @@ def run_chaos(
                     provider.mode = None
                     summary.events.append(f"{t} provider {kind} window")
                 log(summary.events[-1])
+            faults_ended[0] = time.time()
 
         driver = threading.Thread(target=drive, name="chaos-driver", daemon=True)
         driver.start()
@@ -343,7 +309,8 @@ def run_chaos(
         summary.seconds = time.monotonic() - started
         time.sleep(1.0)
         with runtime.sessions() as s:
-            _tally(s, summary, batch_id)
+            tally(s, summary, batch_id)
+        count_messages(summary, work, faults_ended[0], left_in_queue=queue_length(redis_srv.url, "llm"))
         summary.model_calls = len(provider.server.calls)
         summary.faults = dict(provider.faults)
         return summary
@@ -355,52 +322,3 @@ def run_chaos(
         provider.server.stop()
         redis_srv.stop()
         pg.destroy()
-
-
-def _tally(s: Any, summary: ChaosSummary, batch_id: str) -> None:
-    """Read the outcome from the store and the audit table into `summary`."""
-    from sqlalchemy import func, select, text
-
-    from conductor.store.models import Job, Round, Step
-
-    jobs = s.execute(select(Job.status, Job.error).where(Job.batch_id == batch_id)).all()
-    for status, error in jobs:
-        if status == "done":
-            summary.done += 1
-        elif status in ("failed", "budget_exceeded", "cancelled"):
-            if error:
-                summary.failed_with_reason += 1
-                summary.failures[error[:100]] += 1
-            else:
-                summary.failed_without_reason += 1
-        else:
-            summary.lost += 1
-    summary.lost += summary.submitted - len(jobs)
-    summary.outputs_written_twice = (
-        s.scalar(
-            text(
-                "SELECT count(*) FROM (SELECT step_id FROM chaos_output_writes GROUP BY step_id HAVING count(*) > 1) x"
-            )
-        )
-        or 0
-    )
-    summary.stuck_tasks = (
-        s.scalar(select(func.count()).where(Step.status.in_(["running", "ready"])).select_from(Step)) or 0
-    ) + (s.scalar(select(func.count()).where(Round.status == "planning").select_from(Round)) or 0)
-    summary.detail = [
-        f"job {status}: steps {sorted(Counter(st for (st,) in steps).items())}"
-        for status, steps in (
-            (j.status, s.execute(select(Step.status).where(Step.job_id == j.id)).all())
-            for j in s.scalars(
-                select(Job).where(Job.batch_id == batch_id, Job.status.in_(["queued", "running", "waiting"]))
-            )
-        )
-    ][:10]
-    summary.redeliveries = int(
-        (s.scalar(select(func.coalesce(func.sum(Step.attempts - 1), 0)).where(Step.attempts > 1)) or 0)
-        + (s.scalar(select(func.coalesce(func.sum(Round.attempts - 1), 0)).where(Round.attempts > 1)) or 0)
-    )
-
-
-def worker_logs(work: Path) -> str:
-    return "\n".join(f"--- {p.name}\n" + "\n".join(p.read_text().splitlines()[-30:]) for p in work.glob("*.log"))

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _row(i: int, reward: float, staleness: int = 0, source: str = "judge") -> Row:
-    return Row(i, f"job{i // 2}", [1, 2], [3, 4], [-0.5, -0.5], 1.0, "base", staleness, reward, source)
+    return Row(i, f"job{i // 2}", [1, 2], [3, 4], [-0.5, -0.5], 1.0, "base", staleness, reward, source=source)
 
 
 def test_step_health_reads_weights_ess_caps_and_kl_off_the_losss_tokens() -> None:
@@ -117,7 +117,7 @@ def test_real_training_steps_store_their_health_and_the_report_plots_it(tmp_path
     rows = [
         Row(i, f"job{i // 2}", g.prompt_token_ids, g.token_ids,
             [lp - (1.5 if i >= 2 else 0.0) for lp in g.logprobs], 1.0, "base", 0 if i < 2 else 2,
-            1.0 if i % 2 == 0 else 0.5, "judge" if i < 2 else "verifier")
+            1.0 if i % 2 == 0 else 0.5, source="judge" if i < 2 else "verifier")
         for i, g in enumerate(gens)
     ]  # fmt: skip
     model = load_trainable(BASE, None, LoraSpec(r=4, top_layers=2))

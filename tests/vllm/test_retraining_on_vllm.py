@@ -101,25 +101,45 @@ def test_a_pinned_gate_candidate_runs_beside_the_active_policy(system, server, a
 def test_trainer_logprobs_match_vllms_processed_logprobs_at_the_sampled_temperature(system, model_path):
     import torch
 
-    from reward_pipeline.training.logprobs import pad_batch, token_logprobs
+    from conductor.domain.plan_grammar import PlanGrammar
+    from conductor.inference.grammar import masks_for
+    from reward_pipeline.training.logprobs import grammar_masks, pad_batch, token_logprobs
 
     rnd = _round_of(system, "What is 5 + 4?")
     temperature = float(rnd.sampling["temperature"])
+    grammar = rnd.sampling["grammar"]
     assert temperature != 1.0 and rnd.sampling.get("logprobs") == "processed"
+    assert grammar["kind"] == "regex" and grammar["backend"] == "xgrammar" and rnd.parse_status == "ok"
     adapter_version = rnd.policy_version
     registry = Registry(system.runtime.sessions)
     adapter = None if adapter_version == "base" else Path(registry.get(adapter_version).path or "")
     model = load_trainable(model_path, adapter, LoraSpec())
+    tokenizer = __import__("transformers").AutoTokenizer.from_pretrained(model_path)
+    masks = masks_for(tokenizer, int(model.config.vocab_size))
     ids, attn, _, plens = pad_batch([rnd.prompt_token_ids], [rnd.completion_token_ids], pad_id=0)
 
-    def mean_gap(t: float) -> float:
+    def gaps(t: float, regex: str | None) -> list[float]:
+        allowed = grammar_masks(masks, [regex], [rnd.completion_token_ids], plens, ids.shape[1]) if regex else None
         with torch.no_grad():
-            ours = token_logprobs(model, ids, attn, torch.tensor([t]))[0, plens[0] :].tolist()
-        return sum(abs(a - b) for a, b in zip(ours, rnd.completion_logprobs, strict=True)) / len(ours)
+            ours = token_logprobs(model, ids, attn, torch.tensor([t]), allowed)[0, plens[0] :].tolist()
+        return [abs(a - b) for a, b in zip(ours, rnd.completion_logprobs, strict=True)]
 
-    at_recorded, at_raw = mean_gap(temperature), mean_gap(1.0)
-    # vLLM on CPU serves bf16 (the trainer is fp32): a few hundredths of a nat per token apart, which
-    # the capped importance weight absorbs. The recorded temperature must explain vLLM's numbers far
-    # better than the raw distribution does, or the ratio would be taken against the wrong policy.
-    assert at_recorded < 0.06, (at_recorded, at_raw)
-    assert at_recorded < at_raw / 2, (at_recorded, at_raw)
+    def mean(xs: list[float]) -> float:
+        return sum(xs) / len(xs)
+
+    masked, unmasked, raw = gaps(temperature, grammar["regex"]), gaps(temperature, None), gaps(1.0, grammar["regex"])
+    # vLLM reports the masked distribution: a token the grammar forces has logprob exactly 0.
+    forced = [i for i, lp in enumerate(rnd.completion_logprobs) if lp == 0.0]
+    assert forced and all(masked[i] < 1e-6 for i in forced)
+    # The served dtype is float32 on CPUs without bf16 instructions; on others bf16 puts the two a few
+    # hundredths of a nat apart, which the capped importance weight absorbs. Temperature and mask
+    # must each explain vLLM's numbers far better than leaving them out does.
+    assert mean(masked) < 0.06, (mean(masked), mean(unmasked), mean(raw))
+    assert mean(masked) < mean(unmasked) / 2 and mean(masked) < mean(raw) / 2
+    # A deliberately wrong mask (the grammar of a one-model pool) is visible: it forbids tokens
+    # the behaviour policy sampled, or moves their logprobs.
+    wrong = PlanGrammar(**{**{k: grammar[k] for k in ("max_steps", "preamble", "allow_empty")}, "pool_size": 1}).regex()
+    try:
+        assert mean(gaps(temperature, wrong)) > mean(masked) + 0.01
+    except ValueError as exc:
+        assert "outside the grammar" in str(exc)

@@ -1,7 +1,7 @@
 """production traffic: reward sources and judge provenance, judgements, tenant exploration, training steps
 
-Revision ID: 0004_production_traffic
-Revises: 0003_api
+Revision ID: 0005_production_traffic
+Revises: 0004_send_accounting
 Create Date: 2026-12-03 17:00:00
 
 """
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0004_production_traffic"
-down_revision: str | Sequence[str] | None = "0003_api"
+revision: str = "0005_production_traffic"
+down_revision: str | Sequence[str] | None = "0004_send_accounting"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

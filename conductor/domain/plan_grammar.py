@@ -1,0 +1,124 @@
+"""The language of plans the parser accepts, as one regular expression a decoder can be held to.
+
+A Conductor decoded under this grammar cannot write a plan that fails to parse: the three lists
+have the same length (1..``max_steps``; or all three empty where a replan may keep its answer),
+every worker id is a model of the pool, every access entry is ``"all"``, ``[]`` or earlier step
+numbers, and every subtask is a non-blank string whose characters and escapes Python reads.
+The block is written the way :meth:`Workflow.to_python` writes it (the format the warm-up
+teaches), so a trained policy loses nothing to the constraint.
+
+The regex uses the subset that Python's ``re`` and the grammar backends (xgrammar, llguidance)
+read alike: literals, classes, groups, alternation and small bounded repetition. Subtask and
+preamble lengths are bounded by the Conductor's token cap, not inside the regex: xgrammar 0.2.8
+computes a mask inside ``c{0,n}`` in time growing with ``n`` (measured on this project's tokenizer:
+58 ms per token at n=60, 2.1 s at n=200, against microseconds for ``c*``), which made vLLM decode
+at 1.5 tokens/s. A plan cut off at the cap is therefore the one defect the grammar leaves to
+parse-and-resample; with the question written as a reference (``{question}``) plans are short.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+__all__ = ["GRAMMAR_VERSION", "PlanGrammar"]
+
+#: Bumped whenever the language changes, so a stored round says which one masked its sampling.
+GRAMMAR_VERSION = "plan-regex-4"
+
+Preamble = Literal["none", "free"]
+
+# A string literal body: ordinary characters, or the escapes repr() writes and Python reads as such.
+# Every character str.splitlines() breaks on is excluded (the parser reads the block line by line), and
+# the null byte, which Python refuses in source.
+_LINE_BREAKS = r"\x00\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029"
+# Whitespace as str.strip() sees it: a subtask may not start with it, or it could strip to nothing.
+_BLANKS = r" \t\x1f\xa0\u1680\u2000-\u200a\u202f\u205f\u3000" + _LINE_BREAKS
+_ESCAPE = r"\\[\\'\"nt]"
+_FIRST_ESCAPE = r"\\[\\'\"]"
+_BODY = {"'": rf"[^'\\{_LINE_BREAKS}]", '"': rf'[^"\\{_LINE_BREAKS}]'}
+_FIRST = {"'": rf"[^'\\{_BLANKS}]", '"': rf'[^"\\{_BLANKS}]'}
+
+
+@dataclass(frozen=True)
+class PlanGrammar:
+    """The plans a round may produce: sized to the pool and the step cap."""
+
+    pool_size: int
+    max_steps: int = 5
+    #: "free": thought (no backticks) may precede the block, as the full prompts ask.
+    preamble: Preamble = "none"
+    #: A replan may answer three empty lists (keep the previous answer).
+    allow_empty: bool = False
+
+    def __post_init__(self) -> None:
+        if self.pool_size < 1 or self.max_steps < 1:
+            raise ValueError("a plan grammar needs at least one worker and one step")
+
+    @classmethod
+    def for_round(cls, pool_size: int, *, max_steps: int, prompt_style: str, replan: bool) -> PlanGrammar:
+        """The grammar of one Conductor round: the full prompts ask for brief thought before the block
+        (so a preamble is allowed), the compact one for the block only; a replan may keep its answer."""
+        return cls(
+            pool_size=pool_size,
+            max_steps=max_steps,
+            preamble="free" if replan or prompt_style != "compact" else "none",
+            allow_empty=replan,
+        )
+
+    def regex(self) -> str:
+        plans = [self._plan(n) for n in range(1, self.max_steps + 1)]
+        if self.allow_empty:
+            plans.insert(0, r"model_id = \[\]\nsubtasks = \[\]\naccess_list = \[\]")
+        block = r"```python\n(" + "|".join(plans) + r")\n```"
+        if self.preamble == "free":
+            return r"([^`]+\n)?" + block
+        return block
+
+    def describe(self) -> dict[str, Any]:
+        """What a round's ``sampling`` records: the language's parameters, version and hash."""
+        text = self.regex()
+        return {
+            "kind": "regex",
+            "version": GRAMMAR_VERSION,
+            **asdict(self),
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        }
+
+    def matches(self, completion: str) -> bool:
+        """Whether ``completion`` is a sentence of this grammar (Python's ``re``; for tests and checks)."""
+        return re.fullmatch(self.regex(), completion) is not None
+
+    # -- pieces ------------------------------------------------------------------------
+    def _plan(self, n: int) -> str:
+        worker = _alternatives(str(i) for i in range(self.pool_size))
+        subtask = _string()
+        workers = r"\[" + r", ".join([worker] * n) + r"\]"
+        subtasks = r"\[" + r", ".join([subtask] * n) + r"\]"
+        access = r"\[" + r", ".join(_access(i) for i in range(n)) + r"\]"
+        return rf"model_id = {workers}\nsubtasks = {subtasks}\naccess_list = {access}"
+
+
+def _alternatives(options: Any) -> str:
+    items = list(options)
+    return items[0] if len(items) == 1 else "(" + "|".join(items) + ")"
+
+
+def _string() -> str:
+    quoted = []
+    for q in ("'", '"'):
+        first = f"({_FIRST[q]}|{_FIRST_ESCAPE})"
+        rest = f"({_BODY[q]}|{_ESCAPE})*"
+        quoted.append(f"{q}{first}{rest}{q}")
+    return "(" + "|".join(quoted) + ")"
+
+
+def _access(i: int) -> str:
+    """Step ``i`` sees "all", nothing, or a list of earlier steps."""
+    options = [r"'all'", r'"all"', r"\[\]"]
+    if i > 0:
+        earlier = _alternatives(str(j) for j in range(i))
+        options.append(rf"\[{earlier}(, {earlier}){{0,{i - 1}}}\]")
+    return "(" + "|".join(options) + ")"

@@ -1,0 +1,91 @@
+"""The plan grammar: every sentence it admits is a plan the parser accepts, the plans the warm-up and
+the few-shots write are sentences of it, and the defects that broke plans are outside it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conductor.domain.parser import parse_workflow
+from conductor.domain.plan_grammar import PlanGrammar
+from conductor.domain.prompts import QUESTION_REF, few_shot_examples
+from conductor.domain.workflow import Workflow
+
+COMPACT = PlanGrammar.for_round(3, max_steps=4, prompt_style="compact", replan=False)
+REPLAN = PlanGrammar.for_round(3, max_steps=4, prompt_style="full", replan=True)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.from_regex(COMPACT.regex(), fullmatch=True))
+def test_every_sentence_of_the_grammar_parses(text):
+    workflow = parse_workflow(text, pool_size=3, max_steps=4)
+
+    assert 1 <= len(workflow.steps) <= 4
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.from_regex(REPLAN.regex(), fullmatch=True))
+def test_a_replan_sentence_parses_and_may_keep_the_answer(text):
+    workflow = parse_workflow(text, pool_size=3, max_steps=4, allow_empty=True)
+
+    assert len(workflow.steps) <= 4
+
+
+def test_the_plans_the_prompts_and_warm_up_write_are_sentences():
+    plans = [wf for _, wf in few_shot_examples(3, max_steps=4)]
+    plans.append(
+        Workflow.from_lists([0, 2], [f"Write the expression. Question: {QUESTION_REF}", "Compute it."], [[], "all"])
+    )
+    plans.append(Workflow.from_lists([1], ['It\'s "quoted" and has a back\\slash\nand a newline'], [[]]))
+
+    for wf in plans:
+        assert COMPACT.matches(wf.to_python()), wf.to_python()
+
+
+@pytest.mark.parametrize(
+    ("defect", "text"),
+    [
+        ("unequal lengths", "model_id = [0, 1]\nsubtasks = ['a']\naccess_list = [[], 'all']"),
+        ("unknown worker", "model_id = [3]\nsubtasks = ['a']\naccess_list = [[]]"),
+        ("forward reference", "model_id = [0, 1]\nsubtasks = ['a', 'b']\naccess_list = [[1], []]"),
+        ("self reference", "model_id = [0, 1]\nsubtasks = ['a', 'b']\naccess_list = [[], [1]]"),
+        ("blank subtask", "model_id = [0]\nsubtasks = ['  ']\naccess_list = [[]]"),
+        ("escape Python cannot read", "model_id = [0]\nsubtasks = ['\\N']\naccess_list = [[]]"),
+        (
+            "too many steps",
+            "model_id = [0, 0, 0, 0, 0]\nsubtasks = ['a', 'b', 'c', 'd', 'e']\naccess_list = [[], [], [], [], []]",
+        ),
+        ("empty plan where one is needed", "model_id = []\nsubtasks = []\naccess_list = []"),
+        ("unclosed string", "model_id = [0]\nsubtasks = ['a]\naccess_list = [[]]"),
+    ],
+)
+def test_the_defects_that_broke_plans_are_outside_the_grammar(defect, text):
+    assert not COMPACT.matches(f"```python\n{text}\n```"), defect
+
+
+def test_a_mask_inside_a_subtask_is_cheap_so_serving_stays_fast():
+    # Bounded repetition inside a string made xgrammar 0.2.8 take ~2 s per mask (vLLM decoded at 1.5 tok/s):
+    # lengths are left to the token cap, and the regex has no large counted repetition.
+    counted = [int(n) for n in re.findall(r"\{\d+,(\d+)\}", COMPACT.regex())]
+
+    assert max(counted, default=0) < COMPACT.max_steps
+
+
+def test_a_full_prompt_may_think_before_the_block_and_the_compact_one_may_not():
+    block = "```python\nmodel_id = [0]\nsubtasks = ['Answer {question}']\naccess_list = [[]]\n```"
+    full = PlanGrammar.for_round(3, max_steps=4, prompt_style="full", replan=False)
+
+    assert full.matches("One step is enough.\n" + block)
+    assert not COMPACT.matches("One step is enough.\n" + block)
+    assert not full.matches("Use ``` fences.\n" + block)
+
+
+def test_the_record_names_the_language_and_hashes_it():
+    described = COMPACT.describe()
+
+    assert described["kind"] == "regex" and described["pool_size"] == 3 and described["max_steps"] == 4
+    assert re.fullmatch(r"[0-9a-f]{64}", described["sha256"])
+    assert described["sha256"] != REPLAN.describe()["sha256"]

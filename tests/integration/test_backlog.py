@@ -1,0 +1,67 @@
+"""A backlog must not amplify: with no fault at all, work that waits behind a long `llm` queue is
+not taken for lost. One `llm` worker, slow model calls, many jobs, beat sweeping every second
+with a 2 s grace (the queue wait is ~10x the grace): every job ends done, and the `llm` worker
+receives at most 1.5 run_step messages per step (counted from Celery's own "received" log
+lines, plus whatever is still queued at the end)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+import redis
+from sqlalchemy import func, select
+
+from conductor.store.models import Job, Step
+from schedulers import health
+from tests.integration.test_cluster import _client
+from tests.support.cluster import cluster_env, workers, write_pool
+from tests.support.pools import scripted_pool
+from tests.support.scripted_llm import Reply, ScriptedLLMServer
+from tests.support.workflows import conductor_reply
+
+pytestmark = pytest.mark.services
+
+JOBS = 40  # fan-out workflows: 3 steps each, 120 model calls of 0.3 s on 2 threads (~18 s of queue)
+RECEIVED = re.compile(r"Task conductor\.run_step\[step-(\d+)\] received")
+
+
+def test_a_backlog_on_one_llm_worker_drains_without_duplicate_messages(tmp_path, pg_url, redis_db):
+    def script(model: str, messages: list[dict], body: dict) -> Reply:
+        if model.endswith("scripted-conductor"):
+            return conductor_reply(messages)
+        return Reply(f"did <{messages[-1]['content'][:20]}>", delay_s=0.3)
+
+    server = ScriptedLLMServer(script).start()
+    pool = scripted_pool(server.base_url)
+    sweep = {"reaper_interval_s": "1", "ready_grace_s": "2", "step_lease_s": "40", "task_time_limit_s": "30"}
+    env = cluster_env(tmp_path, redis_db, pg_url, write_pool(pool, tmp_path / "pool.yaml"), recursion="false", **sweep)
+    service = _client(tmp_path, redis_db, pg_url, pool)
+    try:
+        with (
+            workers(env, tmp_path, ["ctl"], queues="conductor,default", beat=True),
+            workers(env, tmp_path, ["llm1"], queues="llm", concurrency=2),
+        ):
+            ids = [service.submit(service_problem(i))[0] for i in range(JOBS)]
+            service.wait(ids, timeout=150)
+            left_in_queue = redis.Redis.from_url(redis_db).llen("llm")
+            reaper_age = health.redis_health(redis_db, reaper_interval_s=1, queues=())["reaper_last_run_s"]
+        with service.rt.sessions() as s:
+            statuses = Counter(s.scalars(select(Job.status).where(Job.id.in_(ids))))
+            steps = s.scalar(select(func.count()).select_from(Step).where(Step.job_id.in_(ids)))
+        received = Counter(RECEIVED.findall((tmp_path / "llm1.log").read_text()))
+        messages = sum(received.values()) + left_in_queue
+        print(f"{JOBS} jobs, {steps} steps, {messages} run_step messages ({messages / steps:.2f} per step)")
+        assert statuses == {"done": JOBS}
+        assert reaper_age is not None and reaper_age < 5, "beat's reaper swept throughout"
+        assert len(received) == steps, "every step reached the llm worker"
+        assert messages <= 1.5 * steps, f"{messages} messages for {steps} steps: {received.most_common(3)}"
+    finally:
+        server.stop()
+
+
+def service_problem(i: int):
+    from conductor.domain.problem import Problem
+
+    return Problem(question=f"[wf:fanout] backlog problem {i}")

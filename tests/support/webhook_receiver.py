@@ -1,0 +1,30 @@
+"""A local webhook endpoint for tests: answers 500 to its first requests, then 204, and keeps them all."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Receiver:
+    """Answers 500 to the first `fail` requests, then 204; keeps every request."""
+
+    def __init__(self, fail: int) -> None:
+        self.fail = fail
+        self.requests: list[tuple[dict[str, str], bytes]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                receiver.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                self.send_response(500 if len(receiver.requests) <= receiver.fail else 204)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
