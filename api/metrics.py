@@ -12,6 +12,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import case, func, or_, select
 
 from conductor.app.runtime import Runtime
+from conductor.store import queries
 from conductor.store.models import Job, Round, Step, WebhookAttempt, WebhookDelivery
 
 log = logging.getLogger("conductor.api")
@@ -107,6 +108,20 @@ class StoreCollector(Collector):
             cost.add_metric([model], float(usd or 0.0))
         yield tokens
         yield cost
+        # What training spends on production traffic, apart from the users' own jobs (which the
+        # per-model totals above include as well): exploration samples and group-judge calls.
+        spent = queries.background_usage(s)
+        bg_cost = CounterMetricFamily(
+            "conductor_training_traffic_cost_usd", "Exploration samples and judging, by purpose.", labels=["purpose"]
+        )
+        bg_tokens = CounterMetricFamily(
+            "conductor_training_traffic_tokens", "Tokens of exploration samples and judging.", labels=["purpose"]
+        )
+        for purpose in ("exploration", "judging"):
+            bg_cost.add_metric([purpose], spent[purpose]["cost_usd"])
+            bg_tokens.add_metric([purpose], spent[purpose]["tokens"])
+        yield bg_cost
+        yield bg_tokens
 
     def _queue_depth(self) -> Metric:
         depth = GaugeMetricFamily("conductor_queue_depth", "Messages waiting in each broker queue.", labels=["queue"])

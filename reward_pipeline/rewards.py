@@ -11,7 +11,7 @@ What `score_job` writes, for one job:
   A chain that ended without an answer gets the `unparseable` value when none of its rounds
   ever produced a workflow, and the `wrong` value otherwise (the plan parsed; the run failed);
   `details.failed` marks the latter so a trainer can drop infrastructure failures.
-* one **round reward** (`unparseable`, verifier ``parse``) per unparseable Conductor round of
+* one **round reward** (`unparseable`, verifier and source ``parse``) per unparseable Conductor round of
   the job, nested chains included. These carry `round_id` only, not `chain_id`: the trace
   export matches rewards by round *or* chain, so a chain id here would leak a 0 onto the
   chain's parsed rounds. They are inserted after the chain rewards so that, for the round
@@ -57,11 +57,13 @@ __all__ = [
     "job_has_reference",
     "record_feedback",
     "score_job",
+    "unparseable_round_reward",
 ]
 
 log = logging.getLogger(__name__)
 
 PARSE_VERIFIER = "parse"
+PARSE_SOURCE = "parse"  #: `Reward.source` of the paper's 0 for an unparseable plan
 FEEDBACK = "feedback"
 
 
@@ -158,7 +160,7 @@ def score_job(
         rows: list[Reward] = []
         if check is not None:
             rows += [_chain_reward(job_id, c, verdicts.get(c.id), check.name, scheme) for c in chains]
-        rows += [_unparseable_round_reward(job_id, rid, err, scheme) for rid, err in bad_rounds]
+        rows += [unparseable_round_reward(job_id, rid, err, scheme) for rid, err in bad_rounds]
         s.add_all(rows)
         s.flush()
         if check is not None and samples > 1 and status == JobStatus.DONE:
@@ -166,7 +168,7 @@ def score_job(
     return rows
 
 
-def _unparseable_round_reward(job_id: str, round_id: int, error: str | None, scheme: RewardScheme) -> Reward:
+def unparseable_round_reward(job_id: str, round_id: int, error: str | None, scheme: RewardScheme) -> Reward:
     """A Conductor round whose plan did not parse: the scheme's penalty, on the round itself."""
     return Reward(
         job_id=job_id,
@@ -175,7 +177,7 @@ def _unparseable_round_reward(job_id: str, round_id: int, error: str | None, sch
         value=scheme.unparseable,
         correct=False,
         verifier=PARSE_VERIFIER,
-        source="verifier",
+        source=PARSE_SOURCE,
         details={"kind": "round", "reason": f"unparseable plan: {error or 'no workflow'}"},
     )
 
@@ -244,11 +246,12 @@ def _snap(c: Chain) -> _ChainSnap:
 
 def _chain_reward(job_id: str, c: _ChainSnap, verdict: Verdict | None, verifier: str, scheme: RewardScheme) -> Reward:
     details: dict[str, Any] = {"kind": "chain", "sample": c.sample}
+    source = "verifier"
     if verdict is not None:
         value, correct, verifier = scheme.value(verdict), verdict.correct, verdict.verifier
         details.update(reason=verdict.reason, evidence=verdict.details, score=verdict.score)
     elif not c.ever_parsed:
-        value, correct, verifier = scheme.unparseable, False, PARSE_VERIFIER
+        value, correct, verifier, source = scheme.unparseable, False, PARSE_VERIFIER, PARSE_SOURCE
         details.update(reason=f"no parseable workflow: {c.error or 'no answer'}")
     else:
         # Parsed but ended without an answer (a failed step, a budget): flagged so the trainer
@@ -262,7 +265,7 @@ def _chain_reward(job_id: str, c: _ChainSnap, verdict: Verdict | None, verifier:
         value=value,
         correct=correct,
         verifier=verifier,
-        source="verifier",
+        source=source,
         details=details,
     )
 

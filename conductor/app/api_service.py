@@ -171,7 +171,8 @@ class ApiService:
         cursor: str | None = None,
     ) -> JobPage:
         """Newest first; `cursor` is the opaque `next_cursor` of the previous page."""
-        q = select(Job).where(Job.tenant_id == tenant_id)
+        # Exploration jobs carry the tenant (isolation, judging) but are training's, not the tenant's.
+        q = select(Job).where(Job.tenant_id == tenant_id, Job.explore_of.is_(None))
         if status is not None:
             q = q.where(Job.status == status)
         if batch_id is not None:

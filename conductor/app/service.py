@@ -43,6 +43,7 @@ class JobSpec:
     budget_usd: float | None = None  #: ... or past this cost
     webhook_url: str | None = None  #: notified when the job ends (else the tenant's, for single jobs)
     idempotency_key: str | None = None  #: one job per tenant and key: a repeat returns the first job
+    explore_of: str | None = None  #: extra samples for this user job, judged as one group with it
 
     def with_knob(self, effort: str | None, max_usd: float | None = None) -> JobSpec:
         """This spec at an effort level (see `conductor.domain.effort`) and a maximum USD per problem.
@@ -64,6 +65,7 @@ class JobSpec:
             "options": self.options or {},
             "budget_tokens": self.budget_tokens,
             "budget_usd": self.budget_usd,
+            "explore_of": self.explore_of,
         }
 
 
@@ -259,7 +261,8 @@ class Service:
 
     # -- traces ---------------------------------------------------------------------------
     def usage(self, *, batch_id: str | None = None, tenant_id: str | None = None) -> dict[str, Any]:
-        """Jobs, tokens and cost summed over a batch, a tenant, or everything."""
+        """Jobs, tokens and cost summed over a batch, a tenant, or everything: the users' own jobs,
+        and apart from them what training spends on their traffic (`exploration`, `judging`)."""
         q = select(
             Job.status,
             func.count(),
@@ -273,7 +276,8 @@ class Service:
         if tenant_id is not None:
             q = q.where(Job.tenant_id == tenant_id)
         with self.rt.sessions() as s:
-            rows = s.execute(q).all()
+            rows = s.execute(q.where(Job.explore_of.is_(None))).all()
+            background = queries.background_usage(s, batch_id=batch_id, tenant_id=tenant_id)
         by_status = {status: n for status, n, *_ in rows}
         return {
             "batch_id": batch_id,
@@ -284,6 +288,7 @@ class Service:
             "completion_tokens": int(sum(r[3] for r in rows)),
             "cost_usd": float(sum(r[4] for r in rows)),
             "model_calls": int(sum(r[5] for r in rows)),
+            **background,
         }
 
     def export_traces(self, out: Path, *, include_eval: bool = False) -> int:

@@ -115,6 +115,16 @@ def verify_key(sessions: sessionmaker[Session], key: str) -> Principal | None:
         return Principal(tenant_id=row.tenant_id, key_id=row.id, scopes=frozenset(row.scopes or SCOPES))
 
 
+def set_exploration(sessions: sessionmaker[Session], tenant_name: str, agreed: bool | None) -> str:
+    """Opt a tenant in (True) or out (False) of exploration, or back to never asked (None: off)."""
+    with sessions.begin() as s:
+        tenant = s.scalar(select(Tenant).where(Tenant.name == tenant_name))
+        if tenant is None:
+            raise NotFound(f"no tenant {tenant_name}")
+        tenant.exploration = agreed
+        return tenant.id
+
+
 def revoke_key(sessions: sessionmaker[Session], prefix: str) -> int:
     with sessions.begin() as s:
         rows = s.scalars(select(ApiKey).where(ApiKey.prefix == prefix, ApiKey.revoked.is_(False))).all()
@@ -132,7 +142,9 @@ def check_quota(sessions: sessionmaker[Session], tenant_id: str) -> None:
         if tenant.max_concurrent_jobs is not None:
             live = s.scalar(
                 select(func.count()).where(
-                    Job.tenant_id == tenant_id, Job.status.not_in([st.value for st in TERMINAL_JOB])
+                    Job.tenant_id == tenant_id,
+                    Job.status.not_in([st.value for st in TERMINAL_JOB]),
+                    Job.explore_of.is_(None),  # training's extra samples are not the tenant's jobs
                 )
             )
             if (live or 0) >= tenant.max_concurrent_jobs:
@@ -146,7 +158,7 @@ def check_quota(sessions: sessionmaker[Session], tenant_id: str) -> None:
             select(
                 func.coalesce(func.sum(Job.prompt_tokens + Job.completion_tokens), 0),
                 func.coalesce(func.sum(Job.cost_usd), 0.0),
-            ).where(Job.tenant_id == tenant_id, Job.created_at >= midnight)
+            ).where(Job.tenant_id == tenant_id, Job.created_at >= midnight, Job.explore_of.is_(None))
         ).one()
         until_tomorrow = max(1, int((midnight + timedelta(days=1) - datetime.now(UTC)).total_seconds()))
         if tenant.tokens_per_day is not None and tokens >= tenant.tokens_per_day:

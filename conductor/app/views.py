@@ -84,6 +84,7 @@ def _reward_view(r: Reward) -> dict[str, Any]:
         "correct": r.correct,
         "verifier": r.verifier,
         "source": r.source,
+        **({"judge_model": r.judge_model, "rubric_version": r.rubric_version} if r.judge_model else {}),
         "chain_id": r.chain_id,
         "round_id": r.round_id,
         "details": r.details,

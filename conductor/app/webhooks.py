@@ -31,6 +31,8 @@ def job_event(sessions: sessionmaker[Session], job_id: str) -> str | None:
             return None
         if job.batch_id is not None and not job.webhook_url:
             return None  # batch jobs report once, as the batch
+        if job.explore_of is not None:
+            return None  # training's extra samples: the tenant never asked for them
         tenant = s.get(Tenant, job.tenant_id) if job.tenant_id else None
         url = job.webhook_url or (tenant.webhook_url if tenant else None)
         if not url:

@@ -94,6 +94,29 @@ def keys_revoke(prefix: str = typer.Argument(..., help="The key's first 10 chara
         typer.echo(f"revoked {n} key(s)", err=True)
 
 
+@keys_app.command("exploration")
+def keys_exploration(
+    tenant: str = typer.Argument(..., help="Tenant name."),
+    choice: str = typer.Argument(..., help="on (opt in), off (opt out) or unset (never asked: off)."),
+) -> None:
+    """Opt a tenant in or out of exploration: extra Conductor samples of its jobs without a reference,
+    run after its answer, judged and used for retraining. A tenant never asked is off."""
+    from conductor.app.runtime import Runtime
+    from conductor.app.tenants import set_exploration
+    from conductor.domain.errors import InputError
+
+    choices = {"on": True, "off": False, "unset": None}
+    with errors_to_exit_codes():
+        if choice not in choices:
+            raise InputError(f"choose on, off or unset, not {choice!r}")
+        runtime = Runtime(load_settings())
+        try:
+            set_exploration(runtime.sessions, tenant, choices[choice])
+        finally:
+            runtime.close()
+        typer.echo(f"tenant {tenant}: exploration {choice}", err=True)
+
+
 def register(app: typer.Typer) -> None:
     app.command("api")(api_command)
     app.add_typer(keys_app, name="keys")

@@ -131,19 +131,29 @@ def dataset(
     until: datetime | None = typer.Option(None, help="Rounds created before (ISO time)."),
     max_staleness: int | None = typer.Option(None, help="Most promotions between a row's policy and the active one."),
     tenant: str | None = typer.Option(None, help="Only this tenant's jobs."),
+    reward_sources: str | None = typer.Option(
+        None, help="Comma-separated reward sources to keep: verifier, judge, feedback, parse (default: all)."
+    ),
     out: Path | None = typer.Option(None, help="Write the rows as JSONL (ids, logprobs, sampling, reward)."),
 ) -> None:
     """The GRPO dataset the trainer would use now: rows, groups, zero-variance groups, rewards, staleness."""
     import dataclasses
     import json
 
-    from reward_pipeline.training.dataset import TraceFilter, build_dataset
+    from reward_pipeline.training.dataset import TraceFilter, build_dataset, parse_sources
 
     with errors_to_exit_codes():
         runtime, _ = _registry()
-        data = build_dataset(
-            runtime.sessions, TraceFilter(since=since, until=until, max_staleness=max_staleness, tenant_id=tenant)
+        sources = parse_sources(reward_sources)
+        flt = TraceFilter(
+            since=since,
+            until=until,
+            max_staleness=max_staleness,
+            tenant_id=tenant,
+            reward_sources=sources,
+            use_feedback=sources is None or "feedback" in sources,
         )
+        data = build_dataset(runtime.sessions, flt)
         if out is not None:
             with out.open("w") as f:
                 for row in data.rows:
@@ -152,25 +162,45 @@ def dataset(
 
 
 @train_app.command("status")
-def status(limit: int = typer.Option(10, help="Most recent cycles to show.")) -> None:
-    """Recent training cycles (what started them, their state, checkpoint and gate) and the active policy."""
-    from sqlalchemy import select
-
-    from conductor.store.models import TrainingCycle
+def status(
+    limit: int = typer.Option(10, help="Most recent cycles to show."),
+    steps: int = typer.Option(0, help="Also print the newest cycle's last N optimizer steps."),
+) -> None:
+    """Recent training cycles (trigger, state, checkpoint, gate) with their health: reward by source,
+    zero-variance groups, staleness, importance weights, ESS, capped and clipped shares, KL."""
+    from reward_pipeline.training.health_report import cycle_lines, load_history
 
     with errors_to_exit_codes():
         runtime, registry = _registry()
         active = registry.active()
         typer.echo(f"active policy: {active.id if active else 'the pool default'}")
-        with runtime.sessions() as s:
-            cycles = s.scalars(select(TrainingCycle).order_by(TrainingCycle.id.desc()).limit(limit)).all()
-            for c in cycles:
-                gate = (c.stats or {}).get("gate") or {}
-                verdict = "" if not gate else ("gate passed" if gate.get("passed") else "gate failed")
-                typer.echo(
-                    f"cycle {c.id}  {c.status:8}  trigger={c.trigger}  checkpoint={c.checkpoint_id or '-'}  "
-                    f"{verdict}  {c.error or ''}".rstrip()
-                )
+        history = load_history(runtime.sessions, limit)
+        for c in reversed(history):
+            for line in cycle_lines(c):
+                typer.echo(line)
+        trained = [c for c in history if c.steps]
+        if steps and trained:
+            newest = trained[-1]
+            typer.echo(f"cycle {newest.id}, last {steps} optimizer steps:")
+            keys = ("step", "loss", "iw_min", "iw_mean", "iw_max", "ess", "capped_fraction", "clip_fraction",
+                    "kl_behaviour_current", "staleness")  # fmt: skip
+            for st in newest.steps[-steps:]:
+                typer.echo("  " + "  ".join(f"{k}={st[k]:.4g}" if isinstance(st.get(k), float) else f"{k}={st.get(k)}"
+                                            for k in keys))  # fmt: skip
+
+
+@train_app.command("report")
+def report(
+    out: Path = typer.Option(Path("results/training"), help="Directory for the PNGs."),
+    limit: int | None = typer.Option(None, help="Only the newest N cycles."),
+) -> None:
+    """PNGs of training health: reward by cycle and source, importance-weight band and ESS per step, gate decisions."""
+    from reward_pipeline.training.health_report import write_report
+
+    with errors_to_exit_codes():
+        runtime, _ = _registry()
+        for path in write_report(runtime.sessions, out, limit):
+            typer.echo(str(path))
 
 
 @checkpoints_app.command("export")

@@ -46,8 +46,26 @@ class Settings(BaseSettings):
     )
 
     judge_worker: str | None = Field(
-        None, description="Pool worker that judges rubric problems; default: a worker named `judge`, if any."
+        None,
+        description="Pool worker that judges rubric problems and groups without a reference; default: a "
+        "worker named `judge`, if any.",
     )
+    group_judge: bool = Field(
+        True, description="Judge the samples of a finished job without a reference as a group (G > 1 or exploration)."
+    )
+    judge_attempts: int = Field(
+        3, ge=1, description="Tries of one group judgement (timeout, 429, garbage) before it fails."
+    )
+    judge_backoff_s: float = Field(2.0, ge=0, description="Wait before the second try of a judgement; doubles per try.")
+    exploration_rate: float = Field(
+        0.1, ge=0, le=1, description="Share of an opted-in tenant's jobs without a reference that get extra samples."
+    )
+    exploration_samples: int = Field(4, ge=2, le=16, description="Group size G of an explored job (G-1 extra samples).")
+    exploration_priority: int = Field(1, description="Feeder priority of exploration jobs (chat 9, batches 3).")
+    exploration_tokens_per_day: int = Field(
+        200_000, ge=0, description="Cluster-wide tokens per UTC day for exploration samples and their judging."
+    )
+    exploration_usd_per_day: float = Field(1.0, ge=0, description="Cluster-wide USD per UTC day for the same.")
 
     direct_openai: bool = Field(
         True,
@@ -111,6 +129,15 @@ class Settings(BaseSettings):
     retrain_enabled: bool = Field(False, description="Let beat start a retraining cycle when enough traces exist.")
     retrain_min_new_traces: int = Field(256, ge=1, description="New rewarded Conductor rounds that start a cycle.")
     retrain_check_s: float = Field(300.0, gt=0, description="How often beat checks whether to retrain.")
+    retrain_min_groups: int = Field(
+        2, ge=1, description="A cycle with fewer groups that have reward variance is skipped, the reason recorded."
+    )
+    retrain_dev_limit: int | None = Field(
+        None, ge=1, description="Gate a beat cycle on the first N dev problems only (default: all of them)."
+    )
+    max_staleness: int = Field(
+        2, ge=0, description="Most promotions between a trace's policy and the active one that training accepts."
+    )
     task_events: bool = Field(False, description="Celery task events from the start (Flower enables them anyway).")
     max_in_flight_jobs: int = Field(1000, ge=1, description="Feeder: most jobs queued or running at once.")
     max_queue_depth: int = Field(2000, ge=1, description="Feeder: most messages waiting in the broker's queues.")

@@ -11,7 +11,7 @@ from conductor.domain.states import ChainStatus, JobStatus, RoundKind, RoundStat
 from conductor.domain.workflow import Workflow
 from conductor.engine.transitions import Transitions, budget_spent, now, updated
 from conductor.store import queries
-from conductor.store.models import Chain, Job, Round
+from conductor.store.models import Chain, Job, Round, Tenant
 
 
 class JobRules(Transitions):
@@ -81,13 +81,24 @@ class JobRules(Transitions):
             return self._finalize(s, job_id) is not None
 
     def close_job(self, job_id: str) -> Effects:
-        """`finalize`, and the job's scoring if this call closed it and its problem has a reference
-        (something to check answers against), in one transaction."""
+        """`finalize`, and the job's scoring if this call closed it, in one transaction: verifiers
+        when its problem has a reference, else (with `group_judge` on) the group judge when there
+        is a group to judge or to start (G > 1, an exploration job, a tenant that opted in)."""
         with self.sessions.begin() as s:
             job = self._finalize(s, job_id)
-            if job is None or not Problem.model_validate(job.problem).has_reference:
+            if job is None:
                 return Effects()
-            return Effects(score=[job_id])
+            if Problem.model_validate(job.problem).has_reference or self._judgeable(s, job):
+                return Effects(score=[job_id])
+            return Effects()
+
+    def _judgeable(self, s: Session, job: Job) -> bool:
+        if not self.settings.group_judge:
+            return False
+        if job.samples > 1 or job.explore_of is not None:
+            return True
+        tenant = s.get(Tenant, job.tenant_id) if job.tenant_id else None
+        return tenant is not None and tenant.exploration is True and self.settings.exploration_rate > 0
 
     def _finalize(self, s: Session, job_id: str) -> Job | None:
         job = s.get_one(Job, job_id)

@@ -95,8 +95,12 @@ class Recovery(Transitions):
         return due
 
     def _unscored_jobs(self, s: Session, t: datetime, waiting: set[str]) -> list[str]:
-        """Finished jobs with a reference but no verifier reward: their score task was lost."""
-        ids = [i for i in queries.unscored_jobs(s, older_than_s=self.settings.ready_grace_s) if i not in waiting]
+        """Finished jobs with a reference but no verifier reward, and (group judge on) finished groups
+        without a reference and without a judgement: their score task was lost."""
+        lost = queries.unscored_jobs(s, older_than_s=self.settings.ready_grace_s)
+        if self.settings.group_judge:
+            lost += queries.unjudged_jobs(s, older_than_s=self.settings.ready_grace_s)
+        ids = [i for i in lost if i not in waiting]
         policy = self.resend_policy
         rows = s.execute(select(Job.id, Job.finished_at, Job.sent_at, Job.sends).where(Job.id.in_(ids))).all()
         due = [r.id for r in rows if policy.due(latest(r.finished_at, r.sent_at) or t, r.sends, t)]

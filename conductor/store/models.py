@@ -71,6 +71,8 @@ class Tenant(Base):
     # Where job and batch events are POSTed (a job's own webhook_url wins), signed with this secret.
     webhook_url: Mapped[str | None] = mapped_column(Text)
     webhook_secret: Mapped[str | None] = mapped_column(String(200))
+    # Production-traffic exploration: None = never asked (off), True = opted in, False = opted out.
+    exploration: Mapped[bool | None] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -166,6 +168,8 @@ class Job(Base):
     answer_chain_id: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
     webhook_url: Mapped[str | None] = mapped_column(Text)
+    # An exploration job: extra Conductor samples for the user job named here, judged as one group with it.
+    explore_of: Mapped[str | None] = mapped_column(String(64), index=True)
     # Send accounting (the reaper's): when it last re-sent this row's message, and how many times.
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     sends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
@@ -283,9 +287,39 @@ class Reward(Base):
     value: Mapped[float] = mapped_column(Float)
     correct: Mapped[bool | None] = mapped_column(Boolean)
     verifier: Mapped[str] = mapped_column(String(64))
-    source: Mapped[str] = mapped_column(String(32), default="verifier")  # verifier | feedback
+    source: Mapped[str] = mapped_column(String(32), default="verifier")  # verifier | judge | feedback | parse
+    # Judge rewards: which model judged, under which rubric (so a rubric change never mixes silently).
+    judge_model: Mapped[str | None] = mapped_column(String(300))
+    rubric_version: Mapped[str | None] = mapped_column(String(64))
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Judgement(Base):
+    """One group-judge verdict over the samples of one job (plus its exploration samples), or its failure.
+
+    A failed judgement (the judge timed out, was rate-limited or answered garbage on every try)
+    is recorded here and writes no reward: an unjudged sample is not a wrong one.
+    """
+
+    __tablename__ = "judgements"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)  # the user's job: the group's key
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)  # ok | failed
+    worker: Mapped[str] = mapped_column(String(200))
+    judge_model: Mapped[str | None] = mapped_column(String(300))
+    rubric_version: Mapped[str] = mapped_column(String(64))
+    chain_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)  # the judged samples, in the group's order
+    order: Mapped[list[Any]] = mapped_column(JSON, default=list)  # positions shown to the judge, per try
+    scores: Mapped[list[Any] | None] = mapped_column(JSON)  # per chain, in chain_ids' order
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    exploration: Mapped[bool] = mapped_column(Boolean, default=False)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
 
 
 class Checkpoint(Base):
@@ -316,6 +350,18 @@ class TrainingCycle(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class TrainingStep(Base):
+    """One optimizer step's health (importance weights, ESS, clipping, KL, staleness) for `train status`."""
+
+    __tablename__ = "training_steps"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    cycle_id: Mapped[int | None] = mapped_column(ForeignKey("training_cycles.id"), index=True)
+    checkpoint_id: Mapped[str | None] = mapped_column(String(200), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class WebhookDelivery(Base):

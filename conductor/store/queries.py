@@ -10,15 +10,17 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, func, select
+from sqlalchemy import exists, func, or_, select
 from sqlalchemy.orm import Session
 
 from conductor.domain.errors import NotFound
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB, JobStatus, RoundStatus
-from conductor.store.models import Chain, Checkpoint, Job, Reward, Round
+from conductor.store.models import Chain, Checkpoint, Job, Judgement, Reward, Round
 
 VERIFIER = "verifier"  #: `Reward.source` of rewards a verifier wrote (not a user's feedback)
+#: The sources the scorer writes (a verifier's verdict, and the paper's 0 for an unparseable plan).
+SCORED = (VERIFIER, "parse")
 TERMINAL = [s.value for s in TERMINAL_JOB]
 
 
@@ -42,7 +44,7 @@ def job_rewards(s: Session, job_id: str) -> list[Reward]:
 
 def verifier_rewards(s: Session, job_id: str, *, chains_only: bool = False) -> list[Reward]:
     """The verifier rewards of a job, oldest first; `chains_only`: only the per-sample ones."""
-    q = select(Reward).where(Reward.job_id == job_id, Reward.source == VERIFIER)
+    q = select(Reward).where(Reward.job_id == job_id, Reward.source.in_(SCORED))
     if chains_only:
         q = q.where(Reward.chain_id.is_not(None))
     return list(s.scalars(q.order_by(Reward.id)))
@@ -53,7 +55,7 @@ def scored(s: Session, job_ids: Iterable[str]) -> set[str]:
     ids = list(job_ids)
     if not ids:
         return set()
-    q = select(Reward.job_id).where(Reward.job_id.in_(ids), Reward.source == VERIFIER, Reward.chain_id.is_not(None))
+    q = select(Reward.job_id).where(Reward.job_id.in_(ids), Reward.source.in_(SCORED), Reward.chain_id.is_not(None))
     return set(s.scalars(q))
 
 
@@ -80,11 +82,31 @@ def unscored_jobs(s: Session, *, older_than_s: float, limit: int = 500) -> list[
         .where(
             Job.status == JobStatus.DONE.value,
             Job.finished_at < cutoff,
-            ~exists().where(Reward.job_id == Job.id, Reward.source == VERIFIER),
+            ~exists().where(Reward.job_id == Job.id, Reward.source.in_(SCORED)),
         )
         .limit(limit)
     ).all()
     return [job_id for job_id, problem in rows if Problem.model_validate(problem).has_reference]
+
+
+def unjudged_jobs(s: Session, *, older_than_s: float, within_s: float = 3600.0, limit: int = 500) -> list[str]:
+    """Finished groups without a reference and without a judgement row (ok, failed or skipped): their
+    score task was lost. Only jobs that finished in the last `within_s`: a cluster without a judge
+    worker never writes a judgement, and must not be asked again forever."""
+    now = datetime.now(UTC)
+    root = func.coalesce(Job.explore_of, Job.id)
+    rows = s.execute(
+        select(Job.id, Job.problem)
+        .where(
+            Job.status == JobStatus.DONE.value,
+            Job.finished_at < now - timedelta(seconds=older_than_s),
+            Job.finished_at >= now - timedelta(seconds=within_s),
+            or_(Job.samples > 1, Job.explore_of.is_not(None)),
+            ~exists().where(Judgement.job_id == root),
+        )
+        .limit(limit)
+    ).all()
+    return [job_id for job_id, problem in rows if not Problem.model_validate(problem).has_reference]
 
 
 def unparseable_rounds(s: Session, job_id: str) -> list[Round]:
@@ -136,3 +158,37 @@ def active_checkpoint(s: Session) -> Checkpoint | None:
     return s.scalars(
         select(Checkpoint).where(Checkpoint.status == "active").order_by(Checkpoint.promoted_at.desc())
     ).first()
+
+
+def _spend(model: type[Job] | type[Judgement]) -> tuple[Any, Any]:
+    """Summed tokens and cost of the selected jobs or judgements (zero when none)."""
+    return (
+        func.coalesce(func.sum(model.prompt_tokens + model.completion_tokens), 0),
+        func.coalesce(func.sum(model.cost_usd), 0.0),
+    )
+
+
+def background_usage(s: Session, *, batch_id: str | None = None, tenant_id: str | None = None) -> dict[str, Any]:
+    """What training spends beside the users' jobs: exploration samples, and group-judge calls."""
+    jobs = select(func.count(), *_spend(Job)).where(Job.explore_of.is_not(None))
+    judged = select(func.count(), *_spend(Judgement)).where(Judgement.status != "skipped")
+    if tenant_id is not None:
+        jobs, judged = jobs.where(Job.tenant_id == tenant_id), judged.where(Judgement.tenant_id == tenant_id)
+    if batch_id is not None:
+        users = select(Job.id).where(Job.batch_id == batch_id)
+        jobs, judged = jobs.where(Job.explore_of.in_(users)), judged.where(Judgement.job_id.in_(users))
+    n_jobs, job_tokens, job_usd = s.execute(jobs).one()
+    n_judged, judge_tokens, judge_usd = s.execute(judged).one()
+    return {
+        "exploration": {"jobs": int(n_jobs), "tokens": int(job_tokens), "cost_usd": float(job_usd)},
+        "judging": {"judgements": int(n_judged), "tokens": int(judge_tokens), "cost_usd": float(judge_usd)},
+    }
+
+
+def exploration_spent_since(s: Session, since: datetime) -> tuple[int, float]:
+    """Tokens and USD spent on exploration since `since`: its jobs and the judgements of explored groups."""
+    tokens, usd = s.execute(select(*_spend(Job)).where(Job.explore_of.is_not(None), Job.created_at >= since)).one()
+    j_tokens, j_usd = s.execute(
+        select(*_spend(Judgement)).where(Judgement.exploration.is_(True), Judgement.created_at >= since)
+    ).one()
+    return int(tokens) + int(j_tokens), float(usd) + float(j_usd)

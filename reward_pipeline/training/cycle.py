@@ -20,6 +20,7 @@ from reward_pipeline.training.checkpoints import Registry
 from reward_pipeline.training.dataset import TraceFilter, build_dataset
 from reward_pipeline.training.gate import GateConfig, PolicyEval, decide
 from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
+from reward_pipeline.training.health import cycle_health, enforce_staleness_cap, record_steps
 from reward_pipeline.training.online import Policy, start_policy
 from reward_pipeline.training.policy import LoraSpec, load_trainable, save_adapter
 from reward_pipeline.training.problems import dev_problems
@@ -33,6 +34,16 @@ class CycleConfig:
     learning_rate: float = 2e-5
     gate: GateConfig = field(default_factory=GateConfig)
     dev_limit: int | None = None
+    #: Fewer groups with reward variance than this: the cycle is skipped, the reason recorded.
+    min_groups: int = 1
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> CycleConfig:
+        return cls(
+            max_staleness=settings.max_staleness,
+            min_groups=settings.retrain_min_groups,
+            dev_limit=settings.retrain_dev_limit,
+        )
 
 
 def pinned_eval(rollouts: Rollouts, policy: Policy, problems: list[Any], tag: str) -> PolicyEval:
@@ -44,10 +55,12 @@ def pinned_eval(rollouts: Rollouts, policy: Policy, problems: list[Any], tag: st
 
 
 def run_retrain_cycle(
-    service: Service, cycle_id: int, data_dir: Path, config: CycleConfig = CycleConfig(), load_adapter: Any = None
+    service: Service, cycle_id: int, data_dir: Path, config: CycleConfig | None = None, load_adapter: Any = None
 ) -> dict[str, Any]:
-    """`load_adapter(version, path)` makes an adapter servable (vLLM runtime load) before the gate uses it."""
+    """`load_adapter(version, path)` makes an adapter servable (vLLM runtime load) before the gate uses it.
+    `config`: by default from the settings (staleness cap, minimum groups, dev set size)."""
     rt = service.rt
+    config = config or CycleConfig.from_settings(rt.settings)
     registry = Registry(rt.sessions)
     with rt.sessions.begin() as s:
         row = s.get_one(TrainingCycle, cycle_id)
@@ -59,7 +72,7 @@ def run_retrain_cycle(
         )
     stats: dict[str, Any] = {}
     try:
-        stats = _cycle(service, registry, since, data_dir, config, load_adapter)
+        stats = _cycle(service, registry, cycle_id, since, data_dir, config, load_adapter)
         status = "done" if stats.get("candidate") else "skipped"
         error = None
     except Exception as exc:
@@ -73,15 +86,31 @@ def run_retrain_cycle(
 
 
 def _cycle(
-    service: Service, registry: Registry, since: datetime | None, data_dir: Path, config: CycleConfig, load_adapter: Any
+    service: Service,
+    registry: Registry,
+    cycle_id: int,
+    since: datetime | None,
+    data_dir: Path,
+    config: CycleConfig,
+    load_adapter: Any,
 ) -> dict[str, Any]:
     rt = service.rt
     until = datetime.now(UTC)
     dataset = build_dataset(rt.sessions, TraceFilter(since=since, until=until, max_staleness=config.max_staleness))
-    stats: dict[str, Any] = {"dataset": dataset.stats(), "window": {"since": since, "until": until}}
-    trainable = [g for g in dataset.groups if len({r.reward for r in g}) > 1]
-    if not trainable:
-        stats["skipped"] = "no group with reward variance"
+    groups, too_stale = enforce_staleness_cap(dataset.groups, config.max_staleness)
+    stats: dict[str, Any] = {
+        "dataset": dataset.stats(),
+        "window": {"since": since, "until": until},
+        "staleness_cap": {"max": config.max_staleness, "dropped_rows": too_stale},
+        "health": cycle_health(groups, []),
+    }
+    trainable = [g for g in groups if len({r.reward for r in g}) > 1]
+    if len(trainable) < config.min_groups:
+        judged = sum(1 for g in trainable if any(r.source == "judge" for r in g))
+        stats["skipped"] = (
+            f"{len(trainable)} groups with reward variance ({judged} judged) of {len(groups)}; "
+            f"a cycle needs at least {config.min_groups}"
+        )
         return stats
     from transformers import AutoTokenizer
 
@@ -93,8 +122,10 @@ def _cycle(
         make_config(rt.settings.home / "_grpo", learning_rate=config.learning_rate),
         log=lambda _: None,
     )
-    summary = trainer.train(dataset.groups)
+    summary = trainer.train(groups)
     version = registry.new_id("grpo")
+    stats["health"] = cycle_health(groups, summary["steps"])
+    record_steps(rt.sessions, summary["steps"], cycle_id=cycle_id, checkpoint_id=version)
     path = save_adapter(trainer.model, None, checkpoint_dir(rt.settings.home, version))
     registry.add(
         id=version,

@@ -9,7 +9,15 @@ share it, as in the paper). The G samples of a job form a group.
 Excluded and counted: rounds of evaluation and gate jobs, rounds without ids or logprobs,
 ids/logprobs of different lengths, sampling that cannot be reproduced (no temperature recorded,
 top-p below 1, top-k set), chains that ended on an infrastructure failure, rows staler than the
-allowed number of promotions, and rounds with no reward yet.
+allowed number of promotions, rounds with no reward yet, and rewards from sources the filter
+leaves out.
+
+Reward sources: `verifier` (a reference answer, tests or a rubric), `judge` (the group judge, for
+jobs without a reference), `parse` (the paper's 0 for an unparseable plan) and `feedback` (a
+user's rating). Feedback is on the chain whose answer the user saw and **replaces** that chain's
+verifier or judge reward (a person who read the answer outranks a model that guessed); the other
+samples of the group keep theirs. Leaving `feedback` out of `reward_sources` ignores it. A group
+is one job's samples together with its exploration samples (`Job.explore_of`).
 """
 
 from __future__ import annotations
@@ -23,9 +31,22 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from conductor.domain.errors import InputError
 from conductor.store.models import Chain, Checkpoint, Job, Reward, Round
 
 BASE_VERSION = "base"
+REWARD_SOURCES = ("verifier", "judge", "feedback", "parse")
+
+
+def parse_sources(text: str | None) -> frozenset[str] | None:
+    """`verifier,judge` -> the set; None for None or empty; InputError naming an unknown source."""
+    if not text or not text.strip():
+        return None
+    sources = frozenset(x.strip() for x in text.split(",") if x.strip())
+    unknown = sorted(sources - set(REWARD_SOURCES))
+    if unknown:
+        raise InputError(f"unknown reward sources {unknown}; choose from {', '.join(REWARD_SOURCES)}")
+    return sources
 
 
 @dataclass(frozen=True)
@@ -36,8 +57,10 @@ class TraceFilter:
     max_staleness: int | None = None
     tenant_id: str | None = None
     job_ids: frozenset[str] | None = None
-    #: Rewards from users' feedback replace the verifier's when present.
+    #: Rewards from users' feedback replace the verifier's or judge's on their chain when present.
     use_feedback: bool = True
+    #: Keep only rows whose reward came from these sources (None: all of them).
+    reward_sources: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +74,7 @@ class Row:
     policy_version: str
     staleness: int
     reward: float
+    source: str = "verifier"  #: where the reward came from: verifier | judge | feedback | parse
     #: The regex the completion was sampled under (None: unconstrained); the trainer masks with it too.
     grammar: str | None = None
 
@@ -75,8 +99,17 @@ class Dataset:
             "reward_mean": (sum(r.reward for r in rows) / len(rows)) if rows else None,
             "staleness_histogram": dict(sorted(Counter(r.staleness for r in rows).items())),
             "completion_tokens": sum(len(r.completion_ids) for r in rows),
+            "reward_by_source": reward_by_source(rows),
             "excluded": dict(self.excluded),
         }
+
+
+def reward_by_source(rows: Iterable[Row]) -> dict[str, dict[str, float]]:
+    """Per reward source: how many rows and their mean reward."""
+    by: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        by[r.source].append(r.reward)
+    return {src: {"rows": len(v), "mean": sum(v) / len(v)} for src, v in sorted(by.items())}
 
 
 def policy_ages(session: Session) -> dict[str, int]:
@@ -114,16 +147,16 @@ def build_dataset(sessions: sessionmaker[Session], flt: TraceFilter = TraceFilte
     for rnd, chain, job in triples:
         row = _row(rnd, chain, job, rewards, ages, flt, dataset.excluded)
         if row is not None:
-            by_job[job.id].append(row)
+            by_job[job.explore_of or job.id].append(row)  # exploration samples join the user's group
     dataset.groups = [rows for rows in by_job.values() if rows]
     return dataset
 
 
 @dataclass
 class _Rewards:
-    by_round: dict[int, float] = field(default_factory=dict)
-    by_chain: dict[int, tuple[float, bool]] = field(default_factory=dict)  # value, infrastructure failure
-    feedback: dict[str, float] = field(default_factory=dict)
+    by_round: dict[int, tuple[float, str]] = field(default_factory=dict)  # value, source
+    by_chain: dict[int, tuple[float, bool, str]] = field(default_factory=dict)  # value, infra failure, source
+    feedback: dict[int, float] = field(default_factory=dict)  # by chain
 
 
 def _rewards(s: Session, job_ids: Iterable[str], use_feedback: bool) -> _Rewards:
@@ -132,12 +165,12 @@ def _rewards(s: Session, job_ids: Iterable[str], use_feedback: bool) -> _Rewards
     for i in range(0, len(ids), 500):
         for r in s.scalars(select(Reward).where(Reward.job_id.in_(ids[i : i + 500])).order_by(Reward.id)):
             if r.source == "feedback":
-                if use_feedback:
-                    out.feedback[r.job_id] = r.value
+                if use_feedback and r.chain_id is not None:
+                    out.feedback[r.chain_id] = r.value
             elif r.chain_id is not None:
-                out.by_chain[r.chain_id] = (r.value, bool((r.details or {}).get("failed")))
+                out.by_chain[r.chain_id] = (r.value, bool((r.details or {}).get("failed")), r.source)
             elif r.round_id is not None:
-                out.by_round[r.round_id] = r.value
+                out.by_round[r.round_id] = (r.value, r.source)
     return out
 
 
@@ -164,19 +197,24 @@ def _row(
     if flt.max_staleness is not None and staleness > flt.max_staleness:
         excluded["too_stale"] += 1
         return None
-    reward: float | None
+    reward: float | None = None
+    source = ""
     if rnd.id in rewards.by_round:
-        reward = rewards.by_round[rnd.id]
+        reward, source = rewards.by_round[rnd.id]
     elif chain.id in rewards.by_chain:
-        value, failed = rewards.by_chain[chain.id]
+        reward, failed, source = rewards.by_chain[chain.id]
         if failed:
             excluded["infrastructure_failure"] += 1
             return None
-        reward = rewards.feedback.get(job.id, value)
-    else:
-        reward = None
+        if chain.id in rewards.feedback:
+            reward, source = rewards.feedback[chain.id], "feedback"
+    elif chain.id in rewards.feedback:  # rated, never verified nor judged
+        reward, source = rewards.feedback[chain.id], "feedback"
     if reward is None:
         excluded["no_reward"] += 1
+        return None
+    if flt.reward_sources is not None and source not in flt.reward_sources:
+        excluded[f"source_{source}"] += 1
         return None
     sampling = rnd.sampling or {}
     return Row(
@@ -189,6 +227,7 @@ def _row(
         policy_version=rnd.policy_version or BASE_VERSION,
         staleness=staleness,
         reward=float(reward),
+        source=source,
         grammar=_grammar(sampling),
     )
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from conductor.domain.errors import TrainingError
 from reward_pipeline.training.dataset import Row
+from reward_pipeline.training.health import StepHealth
 from reward_pipeline.training.logprobs import grammar_masks, pad_batch, scatter_behaviour, token_logprobs
 from reward_pipeline.training.objective import ObjectiveConfig, ScaleRewards, group_advantages, grpo_loss
 
@@ -149,6 +150,7 @@ class OfflineGRPOTrainer:
         mb = self.config.per_device_train_batch_size
         total_tokens = sum(len(it.row.completion_ids) for it in chunk)
         merged: dict[str, float] = {}
+        health = StepHealth(self.objective.importance_cap)
         for start in range(0, len(chunk), mb):
             micro = chunk[start : start + mb]
             parts = self._micro_loss(micro)
@@ -159,6 +161,7 @@ class OfflineGRPOTrainer:
                 else len(micro) / len(chunk)
             )
             (parts.loss * share).backward()
+            health.add(parts.tokens)
             for k, v in parts.metrics.items():
                 merged[k] = merged.get(k, 0.0) + v * (share if k != "tokens" else 1.0)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.config.max_grad_norm)
@@ -170,6 +173,7 @@ class OfflineGRPOTrainer:
             "grad_norm": float(grad_norm),
             "reward_mean": sum(it.row.reward for it in chunk) / len(chunk),
             "rows": len(chunk),
+            **health.summary([it.row for it in chunk]),
         }
         self.log(record)
         return record

@@ -15,7 +15,7 @@ one, w = r = 1 and the gradient is exactly REINFORCE with group-normalised advan
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 LossType = Literal["grpo", "dapo", "dr_grpo", "bnpo"]
@@ -53,6 +53,10 @@ def group_advantages(rewards: Sequence[Sequence[float]], *, scale: ScaleRewards 
 class LossParts:
     loss: Any
     metrics: dict[str, float]
+    #: Detached per-token tensors for the training-health statistics (`health.StepHealth`):
+    #: `weight_raw` (the uncapped importance weight), `clipped`, `log_ratio_behaviour`
+    #: (logp_behaviour - logp_current) and `mask`, all (rows, tokens).
+    tokens: dict[str, Any] = field(default_factory=dict)
 
 
 def grpo_loss(
@@ -102,7 +106,13 @@ def grpo_loss(
         }
         if kl is not None:
             metrics["kl_reference"] = float((kl.detach() * mask).sum() / n)
-    return LossParts(loss, metrics)
+        tokens = {
+            "weight_raw": weight_raw,
+            "clipped": was_clipped,
+            "log_ratio_behaviour": torch.where(on, behaviour - current.detach(), 0.0),
+            "mask": mask.detach(),
+        }
+    return LossParts(loss, metrics, tokens)
 
 
 def _aggregate(per_token: Any, mask: Any, config: ObjectiveConfig) -> Any:

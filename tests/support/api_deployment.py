@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +16,7 @@ import openai
 
 from conductor.app.runtime import Runtime
 from conductor.app.tenants import create_key
+from conductor.config.pool import Pool
 from conductor.config.settings import Settings
 from tests.support.cluster import Proc, cluster_env, workers, write_pool
 from tests.support.pools import scripted_pool
@@ -74,19 +75,23 @@ def deploy(
     *,
     worker_names: tuple[str, ...] = ("w1", "w2"),
     concurrency: int = 4,
+    queues: str = "conductor,llm,default",
+    pool: Callable[[str], Pool] = scripted_pool,
+    server: ScriptedLLMServer | None = None,
     **settings: str,
 ) -> Iterator[Deployment]:
-    """`settings` become CONDUCTOR_* variables of the API and the workers (e.g. max_in_flight_jobs="16")."""
-    server = ScriptedLLMServer(script).start()
-    pool = scripted_pool(server.base_url)
-    pool_file = write_pool(pool, home / "pool.yaml")
+    """`settings` become CONDUCTOR_* variables of the API and the workers (e.g. max_in_flight_jobs="16");
+    `pool(base_url)` builds the pool over the scripted server (or `server`, when given, already built)."""
+    server = (server or ScriptedLLMServer(script)).start()
+    pool_spec = pool(server.base_url)
+    pool_file = write_pool(pool_spec, home / "pool.yaml")
     port = free_port()
     env = cluster_env(home, redis_url, pg_url, pool_file, **{"recursion": "false", "batch_sweep_s": "0.3", **settings})
-    runtime = Runtime(Settings(home=home, broker_url=redis_url, database_url=pg_url), pool=pool)
+    runtime = Runtime(Settings(home=home, broker_url=redis_url, database_url=pg_url), pool=pool_spec)
     runtime.migrate()
     try:
         # Beat sweeps the batches (expire, finalize, lost reads): the API process holds no work.
-        with workers(env, home, list(worker_names), queues="conductor,llm,default", concurrency=concurrency, beat=True):
+        with workers(env, home, list(worker_names), queues=queues, concurrency=concurrency, beat=True):
             api = Proc("api", ["api", "--port", str(port)], env, home / "api.log")
             d = Deployment(f"http://127.0.0.1:{port}/v1", server, runtime, api, env, home, port)
             try:

@@ -42,16 +42,18 @@ class Call:
 Script = Callable[[str, list[dict], dict], Reply]
 
 
-def fake_token_ids(text: str) -> list[int]:
-    """Deterministic ids, one per whitespace-separated piece (enough for trace plumbing tests)."""
-    return [sum(map(ord, piece)) % 50000 + 1 for piece in text.split(" ")] if text else []
+def fake_token_ids(text: str, vocab: int = 50000) -> list[int]:
+    """Deterministic ids, one per whitespace-separated piece (enough for trace plumbing tests);
+    below `vocab` when a real model must be able to train on them."""
+    return [sum(map(ord, piece)) % vocab + 1 for piece in text.split(" ")] if text else []
 
 
 class ScriptedLLMServer:
-    def __init__(self, script: Script, *, prompt_token_ids: bool = False) -> None:
+    def __init__(self, script: Script, *, prompt_token_ids: bool = False, vocab: int = 50000) -> None:
         self.script = script
         #: Answer logprob requests as vLLM with `return_token_ids` does (prompt ids too), or as a plain server.
         self.prompt_token_ids = prompt_token_ids
+        self.vocab = vocab
         self.calls: list[Call] = []
         self._lock = threading.Lock()
         self.in_flight = 0
@@ -113,6 +115,7 @@ class ScriptedLLMServer:
                         reply.content,
                         bool(body.get("logprobs")),
                         call.last_user if server.prompt_token_ids else None,
+                        server.vocab,
                     ),
                     reply.headers,
                 )
@@ -156,8 +159,8 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 256
 
 
-def _completion(model: str, content: str, logprobs: bool, prompt: str | None = None) -> dict:
-    ids = fake_token_ids(content)
+def _completion(model: str, content: str, logprobs: bool, prompt: str | None = None, vocab: int = 50000) -> dict:
+    ids = fake_token_ids(content, vocab)
     choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
     if logprobs:
         choice["logprobs"] = {
@@ -176,5 +179,5 @@ def _completion(model: str, content: str, logprobs: bool, prompt: str | None = N
     }
     if logprobs and prompt is not None:  # what vLLM adds with return_token_ids: the trace keeps both id lists
         choice["token_ids"] = ids
-        out["prompt_token_ids"] = fake_token_ids(prompt) or [1]
+        out["prompt_token_ids"] = fake_token_ids(prompt, vocab) or [1]
     return out
