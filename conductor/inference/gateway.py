@@ -36,7 +36,7 @@ from conductor.domain.errors import ModelServerUnreachable, RateLimited, WorkerC
 from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.tools import TOOL_PROVIDER, run_tool
 from conductor.inference import local_backend
-from conductor.inference.grammar import takes_grammar
+from conductor.inference.grammar import behaviour_sampling, takes_grammar
 from conductor.inference.openai_compatible import OpenAICompatible, eligible
 from conductor.inference.policy import ActivePolicy, ActivePolicyCache, lora_name
 from conductor.inference.vllm_server import TOKEN_ID_EXTRA_BODY, TOKEN_ID_PREFIX, completion_token_ids_and_logprobs
@@ -213,16 +213,7 @@ class Gateway:
         regex = used.regex() if used is not None else None
         result = self._call_with_retries(spec, messages, label="conductor", want_logprobs=True, regex=regex)
         result.policy_version = spec.policy_version
-        # top_p 1 and no top-k: the behaviour distribution is exactly softmax(logits / temperature),
-        # masked by the grammar when one was used, which is what the trainer's importance ratio recomputes.
-        result.sampling = {
-            "temperature": spec.temperature,
-            "max_tokens": spec.max_tokens,
-            "top_p": 1.0,
-            "top_k": 0,
-            "logprobs": "processed",
-            "grammar": {**used.describe(), "regex": regex, "backend": "xgrammar"} if used is not None else None,
-        }
+        result.sampling = behaviour_sampling(spec.temperature, spec.max_tokens, used)
         return result
 
     def switch_conductor(

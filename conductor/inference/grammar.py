@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from conductor.config.pool import ModelSpec
+from conductor.domain.plan_grammar import PlanGrammar
 from conductor.inference.local_backend import PROVIDER
 
-__all__ = ["GrammarMasks", "MaskingProcessor", "allowed_masks", "masks_for", "takes_grammar"]
+__all__ = ["GrammarMasks", "MaskingProcessor", "allowed_masks", "behaviour_sampling", "masks_for", "takes_grammar"]
 
 
 class GrammarMasks:
@@ -110,3 +111,18 @@ def takes_grammar(spec: ModelSpec) -> bool:
     vLLM (`hosted_vllm/` with its URL) do; a hosted API or an unknown OpenAI-protocol server may
     ignore the field, and a grammar recorded but not applied would make the logprobs dishonest."""
     return spec.provider == PROVIDER or (spec.provider == "hosted_vllm" and bool(spec.api_base))
+
+
+def behaviour_sampling(temperature: float, max_tokens: int, grammar: PlanGrammar | None) -> dict[str, Any]:
+    """What a Conductor round records of its sampling. Top-p 1 and no top-k: the behaviour distribution is
+    exactly softmax(logits / temperature), masked by the grammar when one was used (its regex, hash,
+    version and backend are kept), which is what the trainer's importance ratio recomputes."""
+    regex = grammar.regex() if grammar is not None else None
+    return {
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "top_p": 1.0,
+        "top_k": 0,
+        "logprobs": "processed",
+        "grammar": {**grammar.describe(), "regex": regex, "backend": "xgrammar"} if grammar is not None else None,
+    }
