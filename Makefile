@@ -55,7 +55,8 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The CPU retraining run that produced the shipped Conductor adapter (75 min on a 2-core AVX2 CPU):
+# The grammar-aware CPU retraining run (not yet completed on this machine; the shipped adapter predates it,
+# see docs/retraining_cpu/grammar_run/ and the adapter's record.json):
 # format warm-up, then GRPO cycles through the queue on a private vLLM server, each gated and
 # promoted; then the active adapter is exported beside the local pool and the report is drawn.
 TRAIN_HOME ?= .conductor/train-local
