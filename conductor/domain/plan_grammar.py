@@ -10,11 +10,13 @@ teaches), so a trained policy loses nothing to the constraint.
 The regex uses the subset that Python's ``re`` and the grammar backends (xgrammar, llguidance)
 read alike: literals, classes, groups, alternation and bounded repetition. A subtask is bounded in
 *words* (runs of non-blank characters separated by one space), and the words of a plan share a
-budget sized to the Conductor's token cap, so a plan always closes before the cap: a weak policy
-that loops inside a subtask is cut at its word limit and the plan still parses. Words, not
-characters, because xgrammar 0.2.8 computes a mask inside ``c{0,n}`` in time growing with ``n``
-(measured on this project's tokenizer: 58 ms per token at n=60, 2.1 s at n=200, which made vLLM
-decode at 1.5 tokens/s), while ``w( w){0,80}`` with unbounded words costs 0.1 ms.
+budget sized to the Conductor's token cap: a policy that repeats a sentence inside a subtask is cut
+at its word limit and the plan still parses. Words, not characters, because xgrammar 0.2.8 computes
+a mask inside ``c{0,n}`` in time growing with ``n`` (measured on this project's tokenizer: 58 ms per
+token at n=60, 2.1 s at n=200, which made vLLM decode at 1.5 tokens/s), while ``w( w){0,80}`` with
+unbounded words costs 0.1 ms. A word's length is therefore not bounded: a policy that wants to close
+the list early can still write one endless "word" (``]]]]...``) into the token cap, the one defect
+left to parse-and-resample (seen with a weak warm-up policy: docs/retraining_cpu/grammar_run/).
 """
 
 from __future__ import annotations
