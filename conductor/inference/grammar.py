@@ -46,14 +46,14 @@ class GrammarMasks:
         return xgr.GrammarMatcher(self.compiled(regex))
 
 
-_per_tokenizer: dict[int, GrammarMasks] = {}
+_per_tokenizer: dict[tuple[str, int, int], GrammarMasks] = {}
 _per_tokenizer_lock = threading.Lock()
 
 
 def masks_for(tokenizer: Any, vocab_size: int) -> GrammarMasks:
-    """The process's compile cache for ``tokenizer`` (one per loaded tokenizer object)."""
+    """The process's compile cache for ``tokenizer`` (one per tokenizer directory and vocabulary)."""
     with _per_tokenizer_lock:
-        key = id(tokenizer)
+        key = (str(getattr(tokenizer, "name_or_path", "")), len(tokenizer), vocab_size)
         if key not in _per_tokenizer:
             _per_tokenizer[key] = GrammarMasks(tokenizer, vocab_size)
         return _per_tokenizer[key]
