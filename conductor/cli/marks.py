@@ -7,12 +7,13 @@ taken for the chain whose answer the job returned, so the mark and the stored re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from conductor.app.runtime import Runtime
 from conductor.domain.errors import ConductorError
 from conductor.domain.problem import Problem
-from conductor.store import queries
+
+if TYPE_CHECKING:  # `conductor --help` must not import the runtime's libraries
+    from conductor.app.runtime import Runtime
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Verdict:
 
 
 def verdict(runtime: Runtime, job_id: str) -> Verdict:
+    from conductor.store import queries
     from reward_pipeline.rewards import score_job
 
     with runtime.sessions() as s:
