@@ -42,8 +42,9 @@ class WarmupConfig:
     lora: LoraSpec = field(default_factory=LoraSpec)
 
 
-def synthetic_plan(question: str, workers: Sequence[WorkerCard], rng: random.Random) -> tuple[str, Workflow]:
-    """One fenced workflow for `question`, worker ids drawn from the pool."""
+def synthetic_plan(workers: Sequence[WorkerCard], rng: random.Random) -> tuple[str, Workflow]:
+    """One fenced workflow, worker ids drawn from the pool; the question is written as a reference, so the
+    plan fits any question (the prompt it is paired with carries the question itself)."""
     # The question is referenced, never copied: copies were what broke and bloated plans (prompts.QUESTION_REF).
     q = QUESTION_REF
     pick = lambda: rng.randrange(len(workers))  # noqa: E731
@@ -82,7 +83,7 @@ def build_examples(
     out: list[dict[str, Any]] = []
     for i in range(n):
         problem = problems[i % len(problems)]
-        text, expected = synthetic_plan(problem.question, workers, rng)
+        text, expected = synthetic_plan(workers, rng)
         if parse_workflow(text, pool_size=len(workers), max_steps=max_steps) != expected:
             raise TrainingError(f"a synthetic plan does not round-trip through the parser: {text[:200]}")
         prompt = build_plan_messages(problem.question, workers, max_steps=max_steps, style="compact")

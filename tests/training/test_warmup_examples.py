@@ -6,7 +6,9 @@ from collections import Counter
 
 from conductor.config.pool import load_pool
 from conductor.domain.parser import parse_workflow
+from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.problem import Problem
+from conductor.domain.prompts import QUESTION_REF
 from reward_pipeline.training.warmup import build_examples
 
 POOL = load_pool()  # the bundled local pool: two SmolLM2 workers and the calculator
@@ -24,6 +26,22 @@ def test_every_synthetic_plan_parses_and_most_have_several_steps():
     steps = Counter(len(p.steps) for p in _plans())
     assert sum(steps.values()) == 400
     assert steps[1] < 200 and steps[2] > 100
+
+
+def test_plans_reference_the_question_and_never_copy_it():
+    plans = _plans(100)
+
+    assert all(any(QUESTION_REF in s.subtask for s in p.steps) for p in plans)
+    assert not any("apples" in s.subtask for p in plans for s in p.steps)
+
+
+def test_every_synthetic_plan_is_a_sentence_of_the_plan_grammar():
+    grammar = PlanGrammar.for_round(
+        len(POOL.workers), max_steps=5, max_tokens=256, prompt_style="compact", replan=False
+    )
+    examples = build_examples(QUESTIONS, POOL.cards(), n=100, max_steps=5, seed=3)
+
+    assert all(grammar.matches(e["completion"][0]["content"]) for e in examples)
 
 
 def test_an_expression_is_never_asked_of_the_calculator():
