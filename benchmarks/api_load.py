@@ -25,7 +25,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,11 +38,11 @@ from conductor.app.tenants import create_key
 from conductor.config.settings import Settings
 from tests.support.api_deployment import free_port, wait_http
 from tests.support.cluster import Proc, cluster_env, workers, write_pool
+from tests.support.databases import fresh_pg_database
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
 from tests.support.workflows import conductor_reply
 
-PG_ADMIN = "postgresql+psycopg://root@127.0.0.1:5432/postgres"
 REDIS = "redis://127.0.0.1:6379/15"
 
 
@@ -78,7 +77,7 @@ def deployment(home: Path, server: ScriptedLLMServer, *, services: bool, threads
     port = free_port()
     with contextlib.ExitStack() as stack:
         if services:
-            db = stack.enter_context(_postgres_db())
+            db = stack.enter_context(fresh_pg_database())
             broker = REDIS
             _flush(broker)
         else:
@@ -105,22 +104,6 @@ def deployment(home: Path, server: ScriptedLLMServer, *, services: bool, threads
         yield Target(f"http://127.0.0.1:{port}/v1", key, api, server.base_url)
         if services:
             _flush(broker)
-
-
-@contextlib.contextmanager
-def _postgres_db() -> Iterator[str]:
-    from sqlalchemy import create_engine, text
-
-    name = f"conductor_bench_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as c:
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def _flush(url: str) -> None:

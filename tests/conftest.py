@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.support.databases import fresh_pg_database, fresh_redis_db
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
 from tests.support.workflows import conductor_reply
 
-PG_ADMIN_URL = os.environ.get("CONDUCTOR_TEST_PG", "postgresql+psycopg://root@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("CONDUCTOR_TEST_REDIS", "redis://127.0.0.1:6379")
 MODEL_HOME = Path(os.environ.get("CONDUCTOR_TEST_MODEL_HOME", Path(__file__).resolve().parent.parent / ".conductor"))
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
@@ -35,39 +32,6 @@ def scripted() -> Iterator[ScriptedLLMServer]:
     server = ScriptedLLMServer(default_script(worker_delay=0.0)).start()
     yield server
     server.stop()
-
-
-@contextmanager
-def fresh_pg_database() -> Iterator[str]:
-    """A PostgreSQL database of its own, dropped afterwards."""
-    from sqlalchemy import create_engine, text
-
-    name = f"conductor_t_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
-@contextmanager
-def fresh_redis_db() -> Iterator[str]:
-    """A Redis database number of its own, flushed before and after."""
-    import redis
-
-    db = 1 + (os.getpid() + uuid.uuid4().int) % 14
-    url = f"{REDIS_URL}/{db}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    try:
-        yield url
-    finally:
-        client.flushdb()
-        client.close()
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 __all__ = ["GRAMMAR_VERSION", "PlanGrammar"]
@@ -89,6 +90,10 @@ class PlanGrammar:
         return max(1, min(self.max_subtask_words, self.max_plan_words // n_steps))
 
     def regex(self) -> str:
+        # Every Conductor round asks for its grammar's regex (and its record, its hash): built once per grammar.
+        return _regex(self)
+
+    def _build(self) -> str:
         plans = [self._plan(n) for n in range(1, self.max_steps + 1)]
         if self.allow_empty:
             plans.insert(0, r"model_id = \[\]\nsubtasks = \[\]\naccess_list = \[\]")
@@ -120,6 +125,11 @@ class PlanGrammar:
         subtasks = r"\[" + r", ".join([subtask] * n) + r"\]"
         access = r"\[" + r", ".join(_access(i) for i in range(n)) + r"\]"
         return rf"model_id = {workers}\nsubtasks = {subtasks}\naccess_list = {access}"
+
+
+@lru_cache(maxsize=64)
+def _regex(grammar: PlanGrammar) -> str:
+    return grammar._build()
 
 
 def _alternatives(options: Any) -> str:

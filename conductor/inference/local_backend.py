@@ -86,11 +86,11 @@ class LocalModel:
         if do_sample:
             kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
         masked = regex is not None
-        if masked:
+        if regex is not None:
             from conductor.inference.grammar import MaskingProcessor, masks_for
 
             grammar = masks_for(self.tokenizer, self.vocab_size)
-            kwargs["logits_processor"] = [MaskingProcessor(grammar, str(regex), prompt_ids.shape[1])]
+            kwargs["logits_processor"] = [MaskingProcessor(grammar, regex, prompt_ids.shape[1])]
             kwargs["output_scores"] = True
         with self.lock, torch.inference_mode():
             if seed is not None:

@@ -60,7 +60,7 @@ def test_run_marks_each_problem_with_a_reference_and_prints_the_score(env, tmp_p
 
     assert out.returncode == 0, out.stderr
     assert "-> RIGHT (reference: 42)" in out.stderr and "-> WRONG (reference: 7)" in out.stderr
-    assert out.stderr.strip().splitlines()[-2:][0] == "score: 1/2 right (50%)", out.stderr
+    assert out.stderr.strip().splitlines()[-2] == "score: 1/2 right (50%)", out.stderr
     lines = {r["id"]: r for r in map(json.loads, (tmp_path / "r.jsonl").read_text().splitlines())}
     assert (lines["right"]["reference"], lines["right"]["correct"]) == ("42", True)
     assert (lines["wrong"]["reference"], lines["wrong"]["correct"]) == ("7", False)

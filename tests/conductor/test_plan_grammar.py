@@ -80,10 +80,15 @@ def test_subtasks_are_bounded_in_words_that_share_a_budget_so_the_plan_closes_be
 
 
 def test_no_counted_repetition_of_characters_so_a_mask_stays_cheap():
-    # xgrammar 0.2.8 took ~2 s per mask inside c{0,200} (vLLM decoded at 1.5 tok/s); words are counted instead.
-    counted = re.findall(r"\]\{\d+,\d+\}|\)\{\d+,\d+\}", COMPACT.regex())
+    # xgrammar 0.2.8 took ~2 s per mask inside (c|\\x){0,200} (vLLM decoded at 1.5 tok/s); words are counted
+    # instead. Every count beyond the step cap must repeat a whole space-led word, never single characters.
+    regex = COMPACT.regex()
+    large = [m for m in re.finditer(r"\{\d+,(\d+)\}", regex) if int(m.group(1)) >= COMPACT.max_steps]
 
-    assert counted and all(c.startswith(")") for c in counted)
+    assert large and all(regex[: m.start()].endswith("+)") for m in large)
+    char_counted = PlanGrammar(pool_size=3, max_steps=4).regex().replace("+){0,", "){0,")
+    assert not all(char_counted[: m.start()].endswith("+)") for m in re.finditer(r"\{\d+,(\d+)\}", char_counted)
+                   if int(m.group(1)) >= 4)  # fmt: skip
 
 
 def test_a_full_prompt_may_think_before_the_block_and_the_compact_one_may_not():

@@ -107,7 +107,7 @@ def deploy(
 @contextmanager
 def fresh_deployment(home: Path, script: Script, **settings: str) -> Iterator[Deployment]:
     """`deploy` on a PostgreSQL database and a Redis database of its own (for module-scoped fixtures)."""
-    from tests.conftest import fresh_pg_database, fresh_redis_db
+    from tests.support.databases import fresh_pg_database, fresh_redis_db
 
     with fresh_pg_database() as pg, fresh_redis_db() as redis_url, deploy(home, pg, redis_url, script, **settings) as d:
         yield d
