@@ -63,8 +63,8 @@ TRAIN_HOME ?= .conductor/train-local
 SHIPPED    ?= conductor/config/adapters/smollm2-conductor
 train-local: model vllm-venv
 	mkdir -p $(TRAIN_HOME) && ln -sfn $(abspath .conductor/models) $(TRAIN_HOME)/models
-	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train warmup --gsm8k 20 --arith 280 --examples 64 --epochs 2 --lr 1e-3
-	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train online --cycles 2 --iterations 2 --problems 4 --samples 8 \
+	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train warmup --gsm8k 20 --arith 280 --examples 160 --epochs 3 --lr 1e-3
+	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train online --cycles 2 --iterations 2 --problems 6 --samples 8 \
 		--gsm8k 20 --arith 280 --lr 2e-4 --report-dir results/train-local
 	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor checkpoints export active --to $(SHIPPED)
 	$(BIN)/python benchmarks/retraining_cpu.py --results results/train-local --db $(TRAIN_HOME)/conductor.db

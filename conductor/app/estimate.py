@@ -101,7 +101,8 @@ def estimate(
         total = per_sample.scaled(g * len(questions))
         method = f"recent-usage: mean per sample of the newest {len(history)} finished jobs at effort {level}"
     else:
-        max_steps = min(int(k.options.get("max_steps", settings.max_steps)), settings.max_steps)
+        cap = pool.step_cap(settings.max_steps)
+        max_steps = min(int(k.options.get("max_steps", cap)), cap)
         replans = 1 if settings.recursion and k.options.get("recursion", True) else 0
         total = Cost()
         for q in questions:

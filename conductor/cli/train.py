@@ -59,7 +59,7 @@ def warmup(
             base_model=model_dir(settings.model_cache),
             home=settings.home,
             config=config,
-            max_steps=settings.max_steps,
+            max_steps=runtime.pool.step_cap(settings.max_steps),
             provenance={"command": "conductor train warmup", "gsm8k": gsm8k, "arith": arith},
         )
         if promote:

@@ -105,6 +105,13 @@ class ConductorSpec(ModelSpec):
         description="Offer this Conductor a replan round after each answer (with `recursion` on); false for a "
         "Conductor trained on first plans only, which would rewrite the same workflow and double the cost.",
     )
+    max_steps: int | None = Field(
+        None,
+        ge=1,
+        le=16,
+        description="Most steps a plan of this Conductor may have, below the global `max_steps`: a Conductor "
+        "trained on short workflows is held to the lengths it learned (its grammar and prompt say so too).",
+    )
     prompt: Literal["full", "compact"] = Field(
         "full",
         description="`full`: the paper's prompt with rules and four few-shot workflows; `compact`: pool, "
@@ -152,6 +159,10 @@ class Pool(BaseModel):
         return self
 
     # -- what the Conductor sees ------------------------------------------------------
+    def step_cap(self, max_steps: int) -> int:
+        """The most steps a plan may have: the global cap, lowered by the Conductor's own."""
+        return min(max_steps, self.conductor.max_steps or max_steps)
+
     def cards(self) -> list[WorkerCard]:
         cards = [WorkerCard(w.name, w.description, w.is_tool) for w in self.workers]
         if self.conductor.in_pool:

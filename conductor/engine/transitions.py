@@ -267,7 +267,8 @@ class Transitions:
         return self._max_steps_of(job.options)
 
     def _max_steps_of(self, options: dict[str, Any] | None) -> int:
-        return min(int((options or {}).get("max_steps", self.settings.max_steps)), self.settings.max_steps)
+        cap = self.pool.step_cap(self.settings.max_steps)
+        return min(int((options or {}).get("max_steps", cap)), cap)
 
     def _add_usage(self, s: Session, job_id: str, usage: Usage) -> None:
         if usage:

@@ -46,8 +46,10 @@ class ProbeResult:
 
 
 def probe_plans(gateway: Gateway, problems: Sequence[Problem], *, max_steps: int = 5, threads: int = 8) -> ProbeResult:
+    """First-round plans for `problems`, at most `max_steps` (lowered to the pool Conductor's own cap)."""
     pool = gateway.pool
     cards = pool.cards()
+    max_steps = pool.step_cap(max_steps)
     # The same grammar a production round gets, so the probe measures what serving would parse.
     grammar = PlanGrammar.for_round(
         len(cards),

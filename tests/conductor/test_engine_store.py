@@ -113,3 +113,17 @@ def test_the_reaper_resends_solve_only_for_jobs_queued_past_the_grace_since_thei
         s.execute(update(Job).where(Job.id == just_admitted).values(started_at=datetime.now(UTC)))
         s.execute(update(Job).where(Job.id == lost).values(started_at=long_ago))
     assert sorted(engine.recover().solve) == sorted([lost, never_admitted])
+
+
+def test_a_plan_round_is_held_to_the_pool_conductors_step_cap_whatever_the_job_asks(tmp_path):
+    pool = scripted_pool("http://127.0.0.1:9/v1")
+    pool = pool.model_copy(update={"conductor": pool.conductor.model_copy(update={"max_steps": 2})})
+    runtime = Runtime(Settings(home=tmp_path, recursion=False), pool=pool)
+    runtime.migrate()
+    try:
+        job_id, _ = Service(runtime, NoQueue()).submit(Problem(question="q"), JobSpec(options={"max_steps": 5}))
+        (round_id,) = runtime.engine.start_job(job_id).plans
+        task = runtime.engine.claim_round(round_id)
+        assert task is not None and task.max_steps == 2
+    finally:
+        runtime.close()

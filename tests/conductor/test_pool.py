@@ -118,3 +118,13 @@ def test_models_list_names_a_bad_pool_file(tmp_path):
     result = CliRunner().invoke(app, ["models", "list", "--pool", str(bad)], env={"CONDUCTOR_HOME": str(tmp_path)})
 
     assert result.exit_code == 2 and _expected(bad) in result.output
+
+
+def test_a_conductor_step_cap_lowers_the_global_one_and_never_raises_it():
+    local = load_pool(BUNDLED / "local.yaml")
+
+    assert local.conductor.max_steps == 3, "the local Conductor is held to the 1-3 steps its warm-up taught"
+    assert local.step_cap(5) == 3
+    assert local.step_cap(2) == 2, "a lower global cap still wins"
+    uncapped = local.model_copy(update={"conductor": local.conductor.model_copy(update={"max_steps": None})})
+    assert uncapped.step_cap(5) == 5
