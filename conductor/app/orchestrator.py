@@ -14,7 +14,6 @@ from conductor.domain.errors import RateLimited, WorkerCallError
 from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.prompts import build_plan_messages, build_replan_messages, build_step_messages
 from conductor.domain.states import RoundKind
-from conductor.domain.usage import Usage
 from conductor.engine import PlanRecord
 
 
@@ -92,7 +91,7 @@ class Orchestrator:
             step_id,
             c.text,
             model=f"{c.served_by}={c.model}" if c.served_by != task.worker_name else c.model,
-            usage=Usage(c.prompt_tokens, c.completion_tokens, c.cost_usd, c.latency_s),
+            usage=c.usage(),
         )
 
     def finalize(self, job_id: str) -> Effects:

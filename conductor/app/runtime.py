@@ -14,6 +14,7 @@ from conductor.engine import Engine
 from conductor.inference.gateway import CallLimiter, Gateway
 from conductor.inference.policy import ActivePolicy, ActivePolicyCache
 from conductor.store import queries
+from conductor.store.call_cache import StoreCallCache
 from conductor.store.db import make_engine, session_factory, upgrade
 
 #: Builds the cluster-wide call limiter for a pool (or None: no limits). Passed in by the entry
@@ -62,6 +63,8 @@ class Runtime:
             limiter=limiter,
             direct_openai=self.settings.direct_openai,
             plan_grammar=self.settings.plan_grammar,
+            cache=StoreCallCache(self.sessions) if self.settings.call_cache != "off" else None,
+            cache_mode=self.settings.call_cache,
         )
         if self.settings.follow_active_checkpoint:
             gateway.follow(ActivePolicyCache(self._read_active_policy, ttl_s=self.settings.policy_refresh_s))

@@ -270,6 +270,9 @@ class Service:
             func.coalesce(func.sum(Job.completion_tokens), 0),
             func.coalesce(func.sum(Job.cost_usd), 0.0),
             func.coalesce(func.sum(Job.model_calls), 0),
+            func.coalesce(func.sum(Job.cache_hits), 0),
+            func.coalesce(func.sum(Job.cached_tokens), 0),
+            func.coalesce(func.sum(Job.saved_usd), 0.0),
         ).group_by(Job.status)
         if batch_id is not None:
             q = q.where(Job.batch_id == batch_id)
@@ -288,6 +291,13 @@ class Service:
             "completion_tokens": int(sum(r[3] for r in rows)),
             "cost_usd": float(sum(r[4] for r in rows)),
             "model_calls": int(sum(r[5] for r in rows)),
+            # Worker answers served from the deterministic-call cache: their tokens are in the totals above
+            # (the work the workflows represent), their dollars are not (`saved_usd`).
+            "cache": {
+                "hits": int(sum(r[6] for r in rows)),
+                "tokens": int(sum(r[7] for r in rows)),
+                "saved_usd": float(sum(r[8] for r in rows)),
+            },
             **background,
         }
 

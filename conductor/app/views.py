@@ -20,6 +20,7 @@ def job_view(job: Job, s: Any) -> dict[str, Any]:
         "model_calls": job.model_calls,
         "prompt_tokens": job.prompt_tokens,
         "completion_tokens": job.completion_tokens,
+        "cache": {"hits": job.cache_hits, "tokens": job.cached_tokens, "saved_usd": job.saved_usd},
         "created_at": job.created_at.isoformat() if job.created_at else None,
         "finished_at": job.finished_at.isoformat() if job.finished_at else None,
         "rewards": [_reward_view(r) for r in rewards],

@@ -39,6 +39,11 @@ class Settings(BaseSettings):
         description="Decode plans under a grammar of well-formed plans where we serve the Conductor (in-process "
         "or vLLM); a hosted Conductor keeps parse-and-resample.",
     )
+    call_cache: Literal["off", "self-hosted", "all"] = Field(
+        "self-hosted",
+        description="Answer a repeated greedy (temperature 0) worker call from the store instead of the model: "
+        "`self-hosted` for in-process and api_base models, `all` for hosted APIs too, `off`.",
+    )
     fallback_worker: str | None = Field(
         None,
         description="Worker that answers alone when every plan failed to parse; default: the pool's "

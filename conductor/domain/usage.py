@@ -11,6 +11,10 @@ class Usage:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     latency_s: float | None = None
+    #: answers served from the deterministic-call cache, their tokens and the dollars they did not cost
+    cache_hits: int = 0
+    cached_tokens: int = 0
+    saved_usd: float = 0.0
 
     def __bool__(self) -> bool:
-        return bool(self.prompt_tokens or self.completion_tokens or self.cost_usd)
+        return bool(self.prompt_tokens or self.completion_tokens or self.cost_usd or self.cache_hits)

@@ -37,8 +37,7 @@ class PlanRecord:
 
     @property
     def usage(self) -> Usage:
-        c = self.completion
-        return Usage(c.prompt_tokens, c.completion_tokens, c.cost_usd, c.latency_s)
+        return self.completion.usage()
 
 
 class RoundRules(Transitions):

@@ -279,5 +279,8 @@ class Transitions:
                     prompt_tokens=Job.prompt_tokens + usage.prompt_tokens,
                     completion_tokens=Job.completion_tokens + usage.completion_tokens,
                     cost_usd=Job.cost_usd + usage.cost_usd,
+                    cache_hits=Job.cache_hits + usage.cache_hits,
+                    cached_tokens=Job.cached_tokens + usage.cached_tokens,
+                    saved_usd=Job.saved_usd + usage.saved_usd,
                 )
             )

@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,6 +35,8 @@ from conductor.domain.errors import ModelServerUnreachable, RateLimited, WorkerC
 from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.tools import TOOL_PROVIDER, run_tool
 from conductor.inference import local_backend
+from conductor.inference.call_cache import CachedAnswer, CallCache, CallCacheMode, cache_key
+from conductor.inference.completion import Completion
 from conductor.inference.grammar import behaviour_sampling, takes_grammar
 from conductor.inference.openai_compatible import OpenAICompatible, eligible
 from conductor.inference.policy import ActivePolicy, ActivePolicyCache, lora_name
@@ -58,26 +59,6 @@ RETRYABLE = (
     litellm.exceptions.ServiceUnavailableError,
     litellm.exceptions.BadGatewayError,
 )
-
-
-@dataclass
-class Completion:
-    text: str
-    model: str
-    worker: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_s: float = 0.0
-    token_ids: list[int] | None = None
-    logprobs: list[float] | None = None
-    prompt_token_ids: list[int] | None = None  #: the tokenised prompt as the server saw it (vLLM, local)
-    #: Conductor calls: the policy that sampled this completion, fixed at call time (a switch may follow).
-    policy_version: str | None = None
-    sampling: dict[str, Any] | None = None  #: the behaviour policy's sampling settings (Conductor calls)
-    attempts: int = 1
-    served_by: str | None = None  #: the worker that finally answered (differs after a fallback)
-    errors: list[str] = field(default_factory=list)
 
 
 class CallLimiter(Protocol):
@@ -181,8 +162,11 @@ class Gateway:
         max_inline_wait_s: float = 10.0,
         direct_openai: bool = True,
         plan_grammar: bool = True,
+        cache: CallCache | None = None,
+        cache_mode: CallCacheMode = "self-hosted",
     ) -> None:
         self.pool = pool
+        self.cache, self.cache_mode = cache, cache_mode
         self.plan_grammar = plan_grammar
         self.max_inline_wait_s = max_inline_wait_s
         self.model_home = model_home
@@ -288,7 +272,7 @@ class Gateway:
         while current is not None and current.name not in tried:
             tried.append(current.name)
             try:
-                result = self._call_with_retries(current, messages, label=current.name)
+                result = self._cached_call(current, messages)
                 result.errors = errors + result.errors
                 result.worker = name
                 result.served_by = current.name
@@ -307,6 +291,16 @@ class Gateway:
         return self._call_with_retries(spec, messages, label=label)
 
     # -- internals ---------------------------------------------------------------------
+    def _cached_call(self, spec: WorkerSpec, messages: list[dict]) -> Completion:
+        key = cache_key(spec, messages, self.cache_mode) if self.cache is not None else None
+        hit = self.cache.get(key) if self.cache is not None and key is not None else None
+        if hit is not None:
+            return Completion(**vars(hit), worker=spec.name, served_by=spec.name, cached=True)
+        result = self._call_with_retries(spec, messages, label=spec.name)
+        if self.cache is not None and key is not None:
+            self.cache.put(key, CachedAnswer(result.text, result.model, *result.usage_counts()))
+        return result
+
     def _call_with_retries(
         self,
         spec: ModelSpec,

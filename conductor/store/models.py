@@ -164,6 +164,10 @@ class Job(Base):
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    # Worker answers served from the deterministic-call cache: counted in the tokens above, not in the cost.
+    cache_hits: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    cached_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    saved_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     answer: Mapped[str | None] = mapped_column(Text)
     answer_chain_id: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
@@ -391,3 +395,17 @@ class WebhookAttempt(Base):
     error: Mapped[str | None] = mapped_column(Text)
     duration_s: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class CallCacheEntry(Base):
+    """One greedy model answer, keyed by everything it depends on (`conductor.inference.call_cache`)."""
+
+    __tablename__ = "call_cache"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model: Mapped[str] = mapped_column(String(300))
+    text: Mapped[str] = mapped_column(Text)
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    completion_tokens: Mapped[int] = mapped_column(Integer)
+    cost_usd: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    hits: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
