@@ -21,7 +21,7 @@ from conductor.store import queries
 from conductor.store.models import Chain, Job, Round
 
 if TYPE_CHECKING:
-    from conductor.inference.gateway import Completion
+    from conductor.inference.completion import Completion
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ class StoreCallCache:
 
     def put(self, key: str, answer: CachedAnswer) -> None:
         with self.sessions.begin() as s:
-            insert = postgresql.insert if s.bind.dialect.name == "postgresql" else sqlite.insert
+            insert = postgresql.insert if s.get_bind().dialect.name == "postgresql" else sqlite.insert
             values = {
                 "key": key,
                 "model": answer.model,

@@ -19,7 +19,7 @@ from conductor.app.service import Service
 from conductor.config.settings import Settings
 from conductor.domain.problem import Problem
 from conductor.engine import PlanRecord
-from conductor.inference.gateway import Completion
+from conductor.inference.completion import Completion
 from conductor.store.models import Chain, Job, Round, Step
 from tests.support.pools import scripted_pool
 

@@ -11,7 +11,7 @@ from conductor.app.service import JobSpec, Service
 from conductor.config.settings import Settings
 from conductor.domain.problem import Problem
 from conductor.engine import Engine, PlanRecord
-from conductor.inference.gateway import Completion
+from conductor.inference.completion import Completion
 from tests.support.pools import scripted_pool
 
 FANOUT = "```python\nmodel_id = [0, 1, 0]\nsubtasks = ['a', 'b', 'join']\naccess_list = [[], [], [0, 1]]\n```"
