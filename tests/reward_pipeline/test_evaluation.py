@@ -21,9 +21,9 @@ from conductor.domain.errors import InputError
 from conductor.domain.inputs import read_problems
 from conductor.domain.problem import Problem
 from conductor.store.models import Reward
-from reward_pipeline.baselines import parse_method, parse_methods
 from reward_pipeline.evaluation import majority_vote
-from reward_pipeline.report import pareto_front, percentile, wilson_interval
+from reward_pipeline.evaluation.baselines import parse_method, parse_methods
+from reward_pipeline.evaluation.report import pareto_front, percentile, wilson_interval
 from tests.conftest import DATA, MODEL_HOME
 from tests.reward_pipeline.test_rewards import scripted_server
 from tests.support.pools import scripted_pool

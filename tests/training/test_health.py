@@ -14,10 +14,10 @@ import torch
 from sqlalchemy import select
 
 from conductor.store.models import TrainingCycle, TrainingStep
-from reward_pipeline.training.cycle import CycleConfig, run_retrain_cycle
 from reward_pipeline.training.dataset import Row
 from reward_pipeline.training.health import StepHealth, cycle_health, enforce_staleness_cap, record_steps
 from reward_pipeline.training.health_report import cycle_lines, load_history, write_report
+from reward_pipeline.training.loops.cycle import CycleConfig, run_retrain_cycle
 from reward_pipeline.training.objective import ObjectiveConfig, grpo_loss
 from tests.reward_pipeline.test_group_rewards import run_judged, system
 

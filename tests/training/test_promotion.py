@@ -12,8 +12,8 @@ from conductor.domain.problem import Problem
 from conductor.store.models import Round
 from reward_pipeline.training.checkpoints import Registry
 from reward_pipeline.training.gate import PolicyEval, decide
-from reward_pipeline.training.local_run import LocalRunConfig, _warmup_gate
-from reward_pipeline.training.online import GateContext, OnlineConfig
+from reward_pipeline.training.loops.local_run import LocalRunConfig, _warmup_gate
+from reward_pipeline.training.loops.online import GateContext, OnlineConfig
 from reward_pipeline.training.rollouts import RolloutBatch
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer

@@ -21,7 +21,7 @@ from conductor.domain.tools import TOOL_PROVIDER
 from conductor.inference.local_model import model_dir
 from reward_pipeline.training.checkpoints import Registry
 from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
-from reward_pipeline.training.online import (
+from reward_pipeline.training.loops.online import (
     GateContext,
     LoopContext,
     OnlineConfig,

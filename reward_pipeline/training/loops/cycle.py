@@ -21,11 +21,11 @@ from reward_pipeline.training.dataset import TraceFilter, build_dataset
 from reward_pipeline.training.gate import GateConfig, PolicyEval, decide
 from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
 from reward_pipeline.training.health import cycle_health, enforce_staleness_cap, record_steps
-from reward_pipeline.training.online import Policy, start_policy
+from reward_pipeline.training.loops.online import Policy, start_policy
+from reward_pipeline.training.loops.stages import checkpoint_dir
 from reward_pipeline.training.policy import LoraSpec, load_trainable, save_adapter
 from reward_pipeline.training.problems import dev_problems
 from reward_pipeline.training.rollouts import Rollouts
-from reward_pipeline.training.stages import checkpoint_dir
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from reward_pipeline.training.checkpoints import CheckpointView, Registry
 from reward_pipeline.training.dataset import TraceFilter, build_dataset
 from reward_pipeline.training.gate import GateConfig, PolicyEval, decide, evaluate
 from reward_pipeline.training.grpo import OfflineGRPOTrainer
+from reward_pipeline.training.loops.stages import checkpoint_dir, problems_digest
 from reward_pipeline.training.policy import save_adapter
 from reward_pipeline.training.rollouts import Rollouts
-from reward_pipeline.training.stages import checkpoint_dir, problems_digest
 
 
 class Serving(Protocol):
