@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conductor.config.pool import Pool
-from conductor.domain.errors import ModelServerUnreachable, RateLimited, WorkerCallError
+from conductor.domain.errors import ModelCallError, ModelServerUnreachable, RateLimited
 from conductor.domain.problem import Problem
 from conductor.inference.gateway import Gateway
 from tests.conftest import default_script
@@ -100,7 +100,7 @@ def test_a_timeout_is_retried_then_fails_naming_the_timeout(tmp_path):
     try:
         gateway = _gateway(scripted_pool(server.base_url, retries=1, timeout_s=0.5), tmp_path)
         started = time.monotonic()
-        with pytest.raises(WorkerCallError) as info:
+        with pytest.raises(ModelCallError) as info:
             gateway.call_worker("alpha", HI)
         elapsed = time.monotonic() - started
     finally:
