@@ -3,7 +3,7 @@ jobs, and output/error files written in input order once every job has ended. No
 a whole file in memory: lines are read, validated and inserted in chunks.
 
 The API process only stores the file and the batch row and sends the read to a worker
-(`batch_ingest`); beat's batch sweep (`sweep`) expires batches, claims finished ones for a worker
+(`ingest`); beat's batch sweep (`sweep`) expires batches, claims finished ones for a worker
 to write their files (`finalize`), and re-sends a read or a finalize whose worker or message was
 lost, under the reaper's backoff (`ResendPolicy`). An API restart loses nothing.
 """
@@ -22,8 +22,8 @@ from typing import Any
 from sqlalchemy import func, select, update
 
 from conductor.app.api_service import TERMINAL_VALUES
-from conductor.app.batch_ingest import CHUNK, BatchReader, error_lines, invalid_path, rowcount
-from conductor.app.batch_sweep import BatchSweep
+from conductor.app.batches.ingest import CHUNK, BatchReader, error_lines, invalid_path, rowcount
+from conductor.app.batches.sweep import BatchSweep
 from conductor.app.cancel import cancel_jobs
 from conductor.app.openai_shapes import batch_usage, chat_completion, job_workflows
 from conductor.app.service import Service

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import CursorResult, select, update
+from sqlalchemy.orm import Session
 
 from conductor.app.api_service import conversation_question
+from conductor.app.batches.stream import Chunk, insert_streaming
 from conductor.app.service import JobSpec, Service
 from conductor.domain.effort import max_usd
 from conductor.domain.errors import InputError
@@ -58,65 +61,79 @@ class BatchReader:
             if batch is None or batch.status != VALIDATING:
                 return False
             src = s.get_one(File, batch.input_file_id)
-            done = batch.lines_read
             # custom_ids must be unique within a batch: the committed lines' ids count too.
             seen = {i for i in s.scalars(select(Job.external_id).where(Job.batch_id == batch_id)) if i}
-        valid = len(seen)
-        invalid = sum(1 for _ in error_lines(invalid_path(self.root, batch_id), done))
-        pending: list[Job] = []
-        bad_lines: list[str] = []
-        line_no = done
-        with Path(src.path).open("rb") as fh:
+        progress = _Progress(
+            done=batch.lines_read,
+            valid=len(seen),
+            invalid=sum(1 for _ in error_lines(invalid_path(self.root, batch_id), batch.lines_read)),
+        )
+        samples = self.service.rt.settings.samples
+
+        def job_row(request: tuple[Problem, JobSpec], line: int) -> dict[str, Any]:
+            problem, spec = request
+            columns = spec.columns(problem, default_samples=samples)
+            return {**columns, "batch_id": batch_id, "line_no": line, "status": JobStatus.WAITING}
+
+        items = self._requests(batch, Path(src.path), seen, progress)
+        try:
+            streamed = insert_streaming(
+                self.sessions,
+                items,
+                batch=None,
+                job_row=job_row,
+                chunk=CHUNK,
+                after_chunk=self._committed,
+                guard=lambda s, chunk: self._advance(s, batch_id, chunk, progress),
+            )
+        finally:
+            items.close()
+        return not streamed.stopped
+
+    def _requests(
+        self, batch: Batch, path: Path, seen: set[str], progress: _Progress
+    ) -> Generator[tuple[int, tuple[Problem, JobSpec] | InputError], None, None]:
+        """The file's unread lines as requests or errors; `progress.position` is the last line read."""
+        with path.open("rb") as fh:
             for line_no, raw in enumerate(fh, start=1):
-                if line_no <= done or not raw.strip():
+                progress.position = line_no
+                if line_no <= progress.done or not raw.strip():
                     continue
                 try:
-                    pending.append(self._job_from_line(batch, line_no, raw, seen))
-                    valid += 1
+                    yield line_no, self._request_from_line(batch, line_no, raw, seen)
                 except InputError as exc:
-                    invalid += 1
-                    bad_lines.append(json.dumps({"line": line_no, "custom_id": _custom_id(raw), "message": str(exc)}))
-                if len(pending) + len(bad_lines) >= CHUNK:
-                    if not self._commit(batch_id, done, line_no, pending, bad_lines, invalid):
-                        return False
-                    done, pending, bad_lines = line_no, [], []
-        return self._commit(batch_id, done, line_no, pending, bad_lines, invalid, total=valid)
+                    progress.custom_ids[line_no] = _custom_id(raw)
+                    yield line_no, exc
 
-    def _commit(
-        self,
-        batch_id: str,
-        done: int,
-        upto: int,
-        jobs: list[Job],
-        bad_lines: list[str],
-        invalid: int,
-        *,
-        total: int | None = None,
-    ) -> bool:
-        """One chunk: lines `done+1..upto` become jobs and error lines, if nobody moved the batch on."""
+    def _advance(self, s: Session, batch_id: str, chunk: Chunk, progress: _Progress) -> bool:
+        """In a chunk's transaction: the lines up to the last one read become this chunk's, if nobody
+        moved the batch on (cancelled, or another reader committed them)."""
         t = utcnow()
-        values: dict[str, Any] = {"lines_read": upto, "invalid_lines": invalid, "sent_at": t}
-        if total is not None:  # the last chunk: every line is read
-            values.update(status=BatchStatus.IN_PROGRESS.value, in_progress_at=t, total=total)
-        with self.sessions.begin() as s:
-            moved = s.execute(
-                update(Batch)
-                .where(Batch.id == batch_id, Batch.status == VALIDATING, Batch.lines_read == done)
-                .values(**values)
-            )
-            if rowcount(moved) != 1:
-                return False  # cancelled, or another reader committed these lines
-            for job in jobs:
-                job.status = JobStatus.WAITING
-            s.add_all(jobs)
-            s.flush()
-            if bad_lines:  # while this transaction holds the batch row: no other reader appends now
-                _append(invalid_path(self.root, batch_id), bad_lines)
-        if jobs:
-            self.service.feeder.admit()  # the first lines run while the rest of the file is read
+        invalid = progress.invalid + len(chunk.rejected)
+        values: dict[str, Any] = {"lines_read": progress.position, "invalid_lines": invalid, "sent_at": t}
+        if chunk.final:  # every line is read
+            values.update(status=BatchStatus.IN_PROGRESS.value, in_progress_at=t, total=progress.valid + chunk.total)
+        moved = s.execute(
+            update(Batch)
+            .where(Batch.id == batch_id, Batch.status == VALIDATING, Batch.lines_read == progress.done)
+            .values(**values)
+        )
+        if rowcount(moved) != 1:
+            return False
+        if chunk.rejected:  # while this transaction holds the batch row: no other reader appends now
+            bad = [
+                {"line": r["line"], "custom_id": progress.custom_ids.pop(r["line"], None), "message": r["error"]}
+                for r in chunk.rejected
+            ]
+            _append(invalid_path(self.root, batch_id), [json.dumps(b) for b in bad])
+        progress.done, progress.invalid = progress.position, invalid
         return True
 
-    def _job_from_line(self, batch: Batch, line_no: int, raw: bytes, seen: set[str]) -> Job:
+    def _committed(self) -> None:
+        """After each chunk's commit: the first lines run while the rest of the file is read."""
+        self.service.feeder.admit()
+
+    def _request_from_line(self, batch: Batch, line_no: int, raw: bytes, seen: set[str]) -> tuple[Problem, JobSpec]:
         try:
             req = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -139,9 +156,21 @@ class BatchReader:
             priority=BATCH_PRIORITY,
             options={"api": "batch", "model": str(body.get("model") or "conductor")},
         ).with_knob(_effort_of(body), max_usd(body.get("max_usd")))
-        return self.service.new_job(
-            Problem(id=custom_id, question=question, kind="text"), spec, batch_id=batch.id, line_no=line_no
-        )
+        return Problem(id=custom_id, question=question, kind="text"), spec
+
+
+@dataclass
+class _Progress:
+    """One read's place: the committed line (`done`), the last line read, and the counts so far."""
+
+    done: int
+    valid: int
+    invalid: int
+    position: int = 0
+    custom_ids: dict[int, str | None] = field(default_factory=dict)  # malformed lines' ids, until written
+
+    def __post_init__(self) -> None:
+        self.position = self.done
 
 
 def rowcount(result: Any) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from conductor.app.batches import Batches
+from conductor.app.batches.batch_api import Batches
 from conductor.app.tenants import owned
 from conductor.domain.errors import Conflict, NotFound
 from conductor.domain.states import TERMINAL_BATCH, JobStatus

@@ -10,16 +10,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session, load_only, selectinload, sessionmaker
 
 from conductor.domain.errors import InputError
-from conductor.domain.problem import Problem
 from conductor.store.models import Batch, Chain, Job, Reward, Round, new_id, utcnow
 
 CHUNK = 1000
+T = TypeVar("T")
 
 
 @dataclass
@@ -28,53 +28,88 @@ class StreamedBatch:
     total: int = 0
     rejected: list[dict[str, Any]] = field(default_factory=list)
     job_ids: list[str] | None = None
+    stopped: bool = False  # a chunk's guard refused it: nothing from there on was inserted
+
+
+@dataclass
+class Chunk:
+    """One transaction's worth of input, as a guard sees it inside that transaction."""
+
+    rows: list[dict[str, Any]]  # the job rows about to be inserted
+    rejected: list[dict[str, Any]]  # this chunk's malformed lines: {"line", "error"}
+    total: int  # valid lines so far, this chunk's included
+    final: bool  # the input ended with this chunk
+
+
+#: Runs first in each chunk's transaction (a compare-and-set on the batch row, say); False inserts
+#: nothing and stops the stream.
+ChunkGuard = Callable[[Session, Chunk], bool]
 
 
 def insert_streaming(
     sessions: sessionmaker[Session],
-    items: Iterable[tuple[int, Problem | InputError]],
+    items: Iterable[tuple[int, T | InputError]],
     *,
-    batch: Batch,
-    job_row: Callable[[Problem, int], dict[str, Any]],
+    batch: Batch | None,
+    job_row: Callable[[T, int], dict[str, Any]],
     limit: int | None = None,
     chunk: int = CHUNK,
     after_chunk: Callable[[], Any] | None = None,
     keep_ids: bool = False,
+    guard: ChunkGuard | None = None,
 ) -> StreamedBatch:
-    """Insert a batch row, then its jobs `chunk` at a time (one transaction each), calling
-    `after_chunk` (the feeder) after every commit so the first jobs run while the file is read."""
-    out = StreamedBatch(batch.id, job_ids=[] if keep_ids else None)
-    with sessions.begin() as s:
-        s.add(batch)
-    rows: list[dict[str, Any]] = []
+    """Insert jobs `chunk` input lines at a time (one transaction each), calling `after_chunk` (the
+    feeder) after every commit so the first jobs run while the file is read.
 
-    def flush() -> None:
-        if not rows:
-            return
+    With `batch`, its row is inserted first and its total and rejected lines recorded at the end (a
+    CLI batch). Without, the batch row exists already and `guard` keeps it (a Batch API read): it is
+    called for every chunk, the last included even when it holds no line, and malformed lines are
+    left to it (none is kept in memory)."""
+    out = StreamedBatch(batch.id if batch is not None else "", job_ids=[] if keep_ids else None)
+    if batch is not None:
         with sessions.begin() as s:
-            s.execute(insert(Job), rows)
+            s.add(batch)
+    rows: list[dict[str, Any]] = []
+    rejected: list[dict[str, Any]] = []
+
+    def flush(final: bool) -> bool:
+        committed = bool(rows) or (guard is not None and (bool(rejected) or final))
+        if committed:
+            with sessions.begin() as s:
+                if guard is not None and not guard(s, Chunk(rows, rejected, out.total, final)):
+                    return False
+                if rows:
+                    s.execute(insert(Job), rows)
         if out.job_ids is not None:
             out.job_ids += [r["id"] for r in rows]
+        if batch is not None:
+            out.rejected += rejected
         rows.clear()
-        if after_chunk is not None:
+        rejected.clear()
+        if committed and after_chunk is not None:
             after_chunk()
+        return True
 
     for line, item in items:
         if isinstance(item, InputError):
-            out.rejected.append({"line": line, "error": str(item)})
-            continue
-        if limit is not None and out.total >= limit:
+            rejected.append({"line": line, "error": str(item)})
+        elif limit is not None and out.total >= limit:
             break
-        row = job_row(item, line)
-        row.setdefault("id", new_id())
-        row.setdefault("created_at", utcnow())
-        rows.append(row)
-        out.total += 1
-        if len(rows) >= chunk:
-            flush()
-    flush()
-    with sessions.begin() as s:
-        s.execute(update(Batch).where(Batch.id == batch.id).values(total=out.total, rejected=out.rejected))
+        else:
+            row = job_row(item, line)
+            row.setdefault("id", new_id())
+            row.setdefault("created_at", utcnow())
+            rows.append(row)
+            out.total += 1
+        if len(rows) + len(rejected) >= chunk and not flush(final=False):
+            out.stopped = True
+            return out
+    if not flush(final=True):
+        out.stopped = True
+        return out
+    if batch is not None:
+        with sessions.begin() as s:
+            s.execute(update(Batch).where(Batch.id == batch.id).values(total=out.total, rejected=out.rejected))
     return out
 
 

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
 
-from conductor.app.batch_ingest import rowcount
+from conductor.app.batches.ingest import rowcount
 from conductor.domain.resend import ResendPolicy, as_utc, latest
 from conductor.domain.states import BatchStatus
 from conductor.store.models import Batch, utcnow
 
 if TYPE_CHECKING:
-    from conductor.app.batches import Batches
+    from conductor.app.batches.batch_api import Batches
 
 VALIDATING = BatchStatus.VALIDATING.value
 IN_PROGRESS = BatchStatus.IN_PROGRESS.value

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from conductor.app import batch_ingest
-from conductor.app.batch_ingest import BatchReader, error_lines, invalid_path
-from conductor.app.batches import Batches
+from conductor.app.batches import ingest as batch_ingest
+from conductor.app.batches.batch_api import Batches
+from conductor.app.batches.ingest import BatchReader, error_lines, invalid_path
 from conductor.app.runtime import Runtime
 from conductor.app.service import Service
 from conductor.app.tenants import create_key
@@ -91,21 +91,20 @@ def _assert_every_line_once(b: Batches, batch_id: str) -> None:
 @pytest.mark.parametrize("die_after", [1, 4, 11])
 def test_a_reader_killed_after_any_chunk_is_resumed_without_losing_or_doubling_a_line(batches, tmp_path, die_after):
     batch_id = _upload(batches, tmp_path)
-    commit = BatchReader._commit
+    committed = BatchReader._committed
     calls = {"n": 0}
 
-    def dying_commit(self, *args, **kwargs):
-        ok = commit(self, *args, **kwargs)
+    def dying_commit(self):
+        committed(self)
         calls["n"] += 1
         if calls["n"] == die_after:
             # Killed after the commit, with the next chunk's error lines half written.
             with invalid_path(self.root, batch_id).open("a") as fh:
                 fh.write(json.dumps({"line": 10**6, "custom_id": None, "message": "x"}) + "\n{trunc")
             raise Killed
-        return ok
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(BatchReader, "_commit", dying_commit)
+        mp.setattr(BatchReader, "_committed", dying_commit)
         with pytest.raises(Killed):
             batches.ingest(batch_id)
     with batches.sessions() as s:
@@ -130,16 +129,17 @@ def test_racing_readers_commit_each_line_once(batches, tmp_path):
 
 def test_a_cancel_while_reading_stops_the_reader(batches, tmp_path):
     batch_id = _upload(batches, tmp_path)
-    commit = BatchReader._commit
+    committed = BatchReader._committed
+    chunks = {"n": 0}
 
-    def cancel_after_first(self, *args, **kwargs):
-        ok = commit(self, *args, **kwargs)
-        if ok and args[1] == 0:  # the first chunk (done == 0) committed: the tenant cancels now
+    def cancel_after_first(self):
+        committed(self)
+        chunks["n"] += 1
+        if chunks["n"] == 1:  # the first chunk committed: the tenant cancels now
             batches.cancel(_tenant(batches, batch_id), batch_id)
-        return ok
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(BatchReader, "_commit", cancel_after_first)
+        mp.setattr(BatchReader, "_committed", cancel_after_first)
         assert batches.ingest(batch_id) is False
     with batches.sessions() as s:
         assert s.get_one(Batch, batch_id).status == "cancelling"
