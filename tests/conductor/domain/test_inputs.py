@@ -12,7 +12,7 @@ from conductor.domain.errors import InputError
 from conductor.domain.inputs import FORMATS, detect_format, read_problems
 from conductor.domain.problem import Problem
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared/data not present")
 
 

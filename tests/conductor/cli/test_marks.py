@@ -17,7 +17,7 @@ from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
 from tests.support.workflows import conductor_reply
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _script(model: str, messages: list[dict], body: dict) -> Reply:

@@ -17,7 +17,7 @@ from conductor.domain.resend import ResendPolicy
 from conductor.domain.states import JobStatus
 from conductor.engine import Engine
 from conductor.store.models import Job, Round, Step
-from tests.conductor.test_engine_store import NoQueue, _planned_fanout
+from tests.conductor.engine.test_engine_store import NoQueue, _planned_fanout
 from tests.support.pools import scripted_pool
 
 GRACE = 60.0

@@ -266,7 +266,7 @@ def test_eval_with_the_local_smollm2_pool(tmp_path, monkeypatch):
             pytest.skip(f"benchmark data {name} not available")
     home = _home(tmp_path)
     pool = yaml.safe_load(
-        (Path(__file__).resolve().parents[2] / "conductor" / "config" / "pools" / "local.yaml").read_text()
+        (Path(__file__).resolve().parents[3] / "conductor" / "config" / "pools" / "local.yaml").read_text()
     )
     # Small budgets keep 2 CPU cores under a few minutes: a 135M model says what it says early.
     pool["conductor"]["max_tokens"] = 160

@@ -15,7 +15,7 @@ from conductor.domain.problem import Problem
 from reward_pipeline.sandbox import detect_isolation
 from reward_pipeline.verifiers import CodeVerifier, verifier_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _payload(marker: Path, host_marker: Path) -> str:

@@ -25,7 +25,7 @@ POOL = [
 ]
 QUESTION = "What is the smallest prime greater than 100?"
 BLOCK = re.compile(r"^```python\n(.*?)\n```$", re.DOTALL | re.MULTILINE)
-MODEL_DIR = Path(__file__).resolve().parents[2] / ".conductor" / "models" / "smollm2-135m-instruct"
+MODEL_DIR = Path(__file__).resolve().parents[3] / ".conductor" / "models" / "smollm2-135m-instruct"
 
 
 def user_text(messages: list[dict]) -> str:

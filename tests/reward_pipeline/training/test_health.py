@@ -21,7 +21,7 @@ from reward_pipeline.training.loops.cycle import CycleConfig, run_retrain_cycle
 from reward_pipeline.training.objective import ObjectiveConfig, grpo_loss
 from tests.reward_pipeline.test_group_rewards import run_judged, system
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _row(i: int, reward: float, staleness: int = 0, source: str = "judge") -> Row:
@@ -109,8 +109,8 @@ def test_real_training_steps_store_their_health_and_the_report_plots_it(tmp_path
     from conductor.inference.local_backend import LocalModel
     from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
     from reward_pipeline.training.policy import LoraSpec, load_trainable
+    from tests.reward_pipeline.training.test_training_real import BASE, _sample
     from tests.support.system import make_settings
-    from tests.training.test_training_real import BASE, _sample
 
     model_backend = LocalModel(str(BASE))
     gens = [_sample(model_backend, "What is 12 + 30?", 1.0, seed=s, max_tokens=12) for s in (1, 2, 3, 4)]

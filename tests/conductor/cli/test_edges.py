@@ -18,7 +18,7 @@ import yaml
 from tests.support.api_deployment import free_port
 from tests.support.pools import scripted_pool
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CONDUCTOR = [sys.executable, "-m", "conductor.cli.main"]
 
 
