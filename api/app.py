@@ -16,7 +16,7 @@ from api import errors, ui
 from api.metrics import StoreCollector
 from api.routes import batches, chat, estimates, files, jobs, metrics, models, responses, webhooks
 from conductor.app.api_service import ApiService
-from conductor.app.batches import Batches
+from conductor.app.batches.batch_api import Batches
 from conductor.app.service import Service
 from conductor.config.settings import Settings
 

@@ -9,7 +9,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.errors import AuthError
 from conductor.app.api_service import ApiService
-from conductor.app.batches import Batches
+from conductor.app.batches.batch_api import Batches
 from conductor.app.tenants import Principal, verify_key
 
 _bearer = HTTPBearer(auto_error=False)

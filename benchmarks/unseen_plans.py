@@ -2,6 +2,7 @@
 parse rate with the plan grammar on and off, side by side, for the same Conductor on the same prompts.
 
     python benchmarks/unseen_plans.py [--n 8] [--pool conductor/config/pools/local.yaml] [--out docs/retraining_cpu]
+        [--benchmarks mmlu,aime24]
 
 Plan-only (one Conductor call per prompt, no steps); the served Conductor is the pool's (by default the
 shipped adapter, in process). Accuracy on these benchmarks needs whole jobs: `conductor eval -b ... -m conductor`.
@@ -28,11 +29,14 @@ def main() -> None:
     ap.add_argument("--pool", type=Path, default=None)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--out", type=Path, default=None, help="write unseen_plans.json here")
+    ap.add_argument("--benchmarks", default=None, help="comma-separated subset of mmlu,humaneval,math500,aime24")
     args = ap.parse_args()
+    wanted = None if args.benchmarks is None else set(args.benchmarks.split(","))
     settings = Settings()
     by_bench: dict[str, list] = {}
     for name, problem in unseen_benchmark_prompts(args.data, n=args.n):
-        by_bench.setdefault(name, []).append(problem)
+        if wanted is None or name in wanted:
+            by_bench.setdefault(name, []).append(problem)
     results: dict[str, dict] = {}
     for grammar in (True, False):
         gateway = Gateway(load_pool(args.pool), model_home=settings.model_cache, plan_grammar=grammar)

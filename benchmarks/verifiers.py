@@ -1,7 +1,7 @@
 """Verifier accuracy and throughput.
 
 Accuracy: precision and recall of the number, math and multiple-choice verifiers on the labelled
-phrasing set (`tests/reward_pipeline/phrasings/*.jsonl`: real outputs of the local worker pool on
+phrasing set (`tests/reward_pipeline/verifiers/phrasings/*.jsonl`: real outputs of the local worker pool on
 GSM8K, MATH-500 and MMLU, hand-labelled, plus realistic crafted phrasings over real problems).
 Recall is the share of right answers accepted (target >= 97%), "false accept" the share of
 wrong answers accepted (target <= 3%).
@@ -40,7 +40,7 @@ from reward_pipeline.verifiers.math_equiv import MathVerifier, MathWorkerPool
 
 Item = tuple[str, str, Problem]  # (verifier kind, answer, problem)
 
-PHRASINGS = ROOT / "tests" / "reward_pipeline" / "phrasings"
+PHRASINGS = ROOT / "tests" / "reward_pipeline" / "verifiers" / "phrasings"
 PHRASING_KINDS = ("number", "math", "mc")
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from celery import Celery, Task
 
-from conductor.app.batch_sweep import task_id
-from conductor.app.batches import FINALIZE, READ, Batches
+from conductor.app.batches.batch_api import FINALIZE, READ, Batches
+from conductor.app.batches.sweep import task_id
 from conductor.app.runtime import Runtime
 from conductor.app.service import Service
 from conductor.app.webhooks import batch_event

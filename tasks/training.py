@@ -30,7 +30,7 @@ def register_training(app: Celery, runtime: Runtime) -> None:
     @app.task(name=TaskName.RETRAIN.value, shared=False, ignore_result=True, time_limit=None, soft_time_limit=None)
     def retrain(cycle_id: int) -> dict:  # type: ignore[type-arg]
         from reward_pipeline.evaluation.problems import data_dir
-        from reward_pipeline.training.cycle import run_retrain_cycle
+        from reward_pipeline.training.loops.cycle import run_retrain_cycle
 
         service = Service(runtime, Dispatcher(app))
         result = run_retrain_cycle(service, cycle_id, data_dir(), load_adapter=_adapter_loader(runtime))

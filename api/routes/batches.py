@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from api.deps import BatchesCaller, BatchesDep
 from api.schemas.batches import BatchCreate, BatchList, BatchObject
 from api.schemas.common import ErrorResponse
-from conductor.app.batch_repair import retry_failed
+from conductor.app.batches.repair import retry_failed
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"], responses={404: {"model": ErrorResponse}})
 

@@ -76,7 +76,7 @@ class Explorer:
                 .where(Job.batch_id.in_(ids))
                 .group_by(Job.batch_id, Job.status)
             ).all()
-            tenants = dict(s.execute(select(Tenant.id, Tenant.name)).tuples().all()) if viewer.admin else {}
+            tenants = dict(s.execute(select(Tenant.id, Tenant.name)).all()) if viewer.admin else {}
             out = []
             for b in rows:
                 mine = [r for r in per_status if r[0] == b.id]

@@ -10,7 +10,7 @@ from typing import Any
 from conductor import log_context
 from conductor.app.runtime import Runtime
 from conductor.domain.effects import Effects, RoundTask
-from conductor.domain.errors import RateLimited, WorkerCallError
+from conductor.domain.errors import ModelCallError, RateLimited
 from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.prompts import build_plan_messages, build_replan_messages, build_step_messages
 from conductor.domain.states import RoundKind
@@ -37,7 +37,7 @@ class Orchestrator:
             c = self.rt.gateway.call_conductor(messages, pin=task.policy, grammar=self._plan_grammar(task))
         except RateLimited:
             raise  # the task hands the round back and re-queues it
-        except WorkerCallError as exc:
+        except ModelCallError as exc:
             _requeue_if_transient(exc, requeue_after)
             return engine.fail_round(round_id, f"conductor call failed: {exc}")
         return engine.record_plan(round_id, PlanRecord(messages=messages, completion=c))
@@ -84,7 +84,7 @@ class Orchestrator:
                 c = self.rt.gateway.call_worker(task.worker_name, messages)
         except RateLimited:
             raise  # the task hands the step back and re-queues it; a limit is not a failure
-        except WorkerCallError as exc:
+        except ModelCallError as exc:
             _requeue_if_transient(exc, requeue_after)
             return engine.fail_step(step_id, str(exc))
         return engine.complete_step(
@@ -104,7 +104,7 @@ class Orchestrator:
         return self.rt.engine.recover(waiting=waiting)
 
 
-def _requeue_if_transient(exc: WorkerCallError, requeue_after: float | None) -> None:
+def _requeue_if_transient(exc: ModelCallError, requeue_after: float | None) -> None:
     """Turn a provider's transient failure (5xx, 429, timeouts through every retry and fallback) into a
     hand-back: a fault window of a few seconds must not fail the work (an unreachable server is not
     retryable: see `ModelServerUnreachable`)."""

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from conductor.app import batch_stream
+from conductor.app.batches import stream as batch_stream
 from conductor.app.runtime import Runtime
 from conductor.app.views import job_view, trace_line
 from conductor.domain.effort import knob

@@ -50,8 +50,8 @@ def eval_command(
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")] = True,
 ) -> None:
     """Evaluate the Conductor and baselines on benchmarks; resumable (finished pairs are skipped)."""
-    from reward_pipeline.baselines import parse_methods
     from reward_pipeline.evaluation import load_benchmark, run_eval
+    from reward_pipeline.evaluation.baselines import parse_methods
     from reward_pipeline.judge_client import make_judge
 
     with errors_to_exit_codes():
@@ -96,7 +96,7 @@ def verify_command(
 ) -> None:
     """Score answers produced elsewhere with the same verifiers; prints accuracy."""
     from reward_pipeline.evaluation import verify_answers
-    from reward_pipeline.report import wilson_interval
+    from reward_pipeline.evaluation.report import wilson_interval
 
     with errors_to_exit_codes():
         judge_verifier = None

@@ -110,8 +110,8 @@ def retry(
     timeout: float | None = typer.Option(None, help="Give up following after this many seconds."),
 ) -> None:
     """Run only the failed lines of a batch again, as a new batch linked to the old one."""
-    from conductor.app.batch_repair import failed_problems_file, retry_failed
-    from conductor.app.batches import Batches
+    from conductor.app.batches.batch_api import Batches
+    from conductor.app.batches.repair import failed_problems_file, retry_failed
     from conductor.store.models import Batch
 
     settings = load_settings()

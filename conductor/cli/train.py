@@ -42,8 +42,8 @@ def warmup(
 ) -> None:
     """Format warm-up: SFT on synthetic plans the parser accepts; registers a candidate checkpoint."""
     from conductor.inference.local_model import model_dir, pull_default_model
+    from reward_pipeline.training.loops.stages import warmup_stage
     from reward_pipeline.training.problems import training_problems
-    from reward_pipeline.training.stages import warmup_stage
     from reward_pipeline.training.warmup import WarmupConfig
 
     with errors_to_exit_codes():
@@ -85,8 +85,8 @@ def online(
 ) -> None:
     """The paper's loop through this queue: rollouts with G samples, GRPO on exactly those traces, gate, promote."""
     from conductor.cli.common import running_system
-    from reward_pipeline.training.local_run import LocalRunConfig, run_local
-    from reward_pipeline.training.online import OnlineConfig
+    from reward_pipeline.training.loops.local_run import LocalRunConfig, run_local
+    from reward_pipeline.training.loops.online import OnlineConfig
 
     with errors_to_exit_codes():
         settings = load_settings()

@@ -22,8 +22,8 @@ class PlanParseError(ConductorError):
         self.detail = detail
 
 
-class WorkerCallError(ConductorError):
-    """A model call failed after its retries (and fallbacks)."""
+class ModelCallError(ConductorError):
+    """A model call (a worker's or the Conductor's) failed after its retries (and fallbacks)."""
 
     def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None) -> None:
         super().__init__(message)
@@ -31,7 +31,7 @@ class WorkerCallError(ConductorError):
         self.retry_after = retry_after
 
 
-class RateLimited(WorkerCallError):
+class RateLimited(ModelCallError):
     """A cluster-wide rate limit or concurrency cap would make this call wait too long: come back later."""
 
     def __init__(self, message: str, *, retry_after: float) -> None:
@@ -39,7 +39,7 @@ class RateLimited(WorkerCallError):
         self.retry_after: float = retry_after
 
 
-class ModelServerUnreachable(WorkerCallError):
+class ModelServerUnreachable(ModelCallError):
     """A model server refused the connection or never accepted it, on every attempt of a call."""
 
     def __init__(self, label: str, url: str, detail: str, *, attempts: int) -> None:

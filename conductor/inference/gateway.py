@@ -31,7 +31,7 @@ import litellm
 import openai
 
 from conductor.config.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
-from conductor.domain.errors import ModelServerUnreachable, RateLimited, WorkerCallError
+from conductor.domain.errors import ModelCallError, ModelServerUnreachable, RateLimited
 from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.tools import TOOL_PROVIDER, run_tool
 from conductor.inference import local_backend
@@ -279,13 +279,13 @@ class Gateway:
                 return result
             except RateLimited:
                 raise  # not a failure: the step is re-queued and retries this same worker later
-            except WorkerCallError as exc:
+            except ModelCallError as exc:
                 if len(tried) == 1 and not current.fallback:
                     raise  # no fallback: the error as it is (a ModelServerUnreachable stays one)
                 errors.append(str(exc))  # it starts with the worker's name
                 transient = transient and exc.retryable
                 current = self.pool.worker(current.fallback) if current.fallback else None
-        raise WorkerCallError("; ".join(errors) or f"{name}: no attempt made", retryable=transient and bool(errors))
+        raise ModelCallError("; ".join(errors) or f"{name}: no attempt made", retryable=transient and bool(errors))
 
     def call_spec(self, spec: ModelSpec, messages: list[dict], *, label: str) -> Completion:
         return self._call_with_retries(spec, messages, label=label)
@@ -336,11 +336,11 @@ class Gateway:
             except RateLimited:
                 raise  # our own cluster limit said "later": the caller re-queues, nothing failed
             except Exception as exc:  # bad request, auth, unknown model: retrying will not help
-                raise WorkerCallError(f"{label}: {type(exc).__name__}: {str(exc)[:500]}") from exc
+                raise ModelCallError(f"{label}: {type(exc).__name__}: {str(exc)[:500]}") from exc
         unreachable = _unreachable(last, spec) if last is not None else None
         if unreachable is not None:
             raise ModelServerUnreachable(label, *unreachable, attempts=spec.retries + 1) from last
-        raise WorkerCallError(f"{label}: failed after {spec.retries + 1} attempts: {errors[-1]}", retryable=True)
+        raise ModelCallError(f"{label}: failed after {spec.retries + 1} attempts: {errors[-1]}", retryable=True)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:

@@ -19,7 +19,7 @@ from conductor.domain.errors import VerifierError
 from conductor.domain.problem import Problem
 from conductor.store import queries
 from conductor.store.models import Job
-from reward_pipeline.baselines import Method
+from reward_pipeline.evaluation.baselines import Method
 from reward_pipeline.evaluation.output import RESULTS_JSONL, write_report
 from reward_pipeline.evaluation.problems import Benchmark
 from reward_pipeline.evaluation.voting import majority_vote

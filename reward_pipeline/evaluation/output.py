@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from conductor.app.runtime import Runtime
-from reward_pipeline.baselines import Method
+from reward_pipeline.evaluation.baselines import Method
 from reward_pipeline.evaluation.problems import Benchmark
-from reward_pipeline.report import (
+from reward_pipeline.evaluation.report import (
     aggregate,
     markdown,
     pareto_fronts,

@@ -140,7 +140,7 @@ def build_dataset(sessions: sessionmaker[Session], flt: TraceFilter = TraceFilte
             query = query.where(Job.tenant_id == flt.tenant_id)
         if flt.job_ids is not None:
             query = query.where(Job.id.in_(flt.job_ids))
-        triples = list(s.execute(query).tuples())
+        triples = list(s.execute(query))
         rewards = _rewards(s, {j.id for _, _, j in triples}, flt.use_feedback)
     dataset = Dataset(groups=[])
     by_job: dict[str, list[Row]] = defaultdict(list)

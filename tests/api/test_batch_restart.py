@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, update
 
-from conductor.app.batches import Batches
+from conductor.app.batches.batch_api import Batches
 from conductor.app.service import Service
 from conductor.store.models import Batch, Job
-from tests.conductor.test_batch_reader import NoQueue
+from tests.conductor.app.batches.test_batch_reader import NoQueue
 from tests.conftest import default_script
 from tests.support.api_deployment import Deployment, batch_file, deploy
 

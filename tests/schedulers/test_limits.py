@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conductor.app.runtime import Runtime
-from conductor.domain.errors import RateLimited, WorkerCallError
+from conductor.domain.errors import ModelCallError, RateLimited
 from conductor.inference.gateway import NoLimits
 from schedulers import keys
 from schedulers.limits import RedisLimiter, cluster_limiter, has_limits, model_scope
@@ -114,7 +114,7 @@ def test_a_busy_cap_past_max_wait_raises_rate_limited(redis_db):
         release.set()
         t.join()
 
-    assert isinstance(info.value, WorkerCallError) and info.value.retryable
+    assert isinstance(info.value, ModelCallError) and info.value.retryable
     assert 1.0 <= info.value.retry_after <= 2.0
     assert "concurrency 1" in str(info.value)
     # beta has no cap of its own and the provider has none: unaffected

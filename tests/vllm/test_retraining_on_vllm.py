@@ -16,8 +16,8 @@ from conductor.inference.policy import lora_name
 from conductor.inference.vllm_server import VllmServer, list_models
 from conductor.store.models import Round
 from reward_pipeline.training.checkpoints import Registry
-from reward_pipeline.training.cycle import pinned_eval
-from reward_pipeline.training.online import Policy
+from reward_pipeline.training.loops.cycle import pinned_eval
+from reward_pipeline.training.loops.online import Policy
 from reward_pipeline.training.policy import LoraSpec, load_trainable, save_adapter
 from reward_pipeline.training.rollouts import Rollouts
 from reward_pipeline.training.serving import VllmServing

@@ -1,0 +1,342 @@
+"""Files and OpenAI-style batches: uploads streamed to disk, input files read line by line into
+jobs, and output/error files written in input order once every job has ended. Nothing here holds
+a whole file in memory: lines are read, validated and inserted in chunks.
+
+The API process only stores the file and the batch row and sends the read to a worker
+(`ingest`); beat's batch sweep (`sweep`) expires batches, claims finished ones for a worker
+to write their files (`finalize`), and re-sends a read or a finalize whose worker or message was
+lost, under the reaper's backoff (`ResendPolicy`). An API restart loses nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import secrets
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select, update
+
+from conductor.app.api_service import TERMINAL_VALUES
+from conductor.app.batches.ingest import CHUNK, BatchReader, error_lines, invalid_path, rowcount
+from conductor.app.batches.sweep import BatchSweep
+from conductor.app.cancel import cancel_jobs
+from conductor.app.openai_shapes import batch_usage, chat_completion, job_workflows
+from conductor.app.service import Service
+from conductor.app.tenants import check_quota, owned
+from conductor.domain.errors import Conflict, InputError, NotFound
+from conductor.domain.resend import ResendPolicy
+from conductor.domain.states import BatchStatus, JobStatus
+from conductor.store.models import Batch, File, Job, utcnow
+
+ENDPOINT = "/v1/chat/completions"
+READ, FINALIZE = "read", "finalize"
+#: How batch work reaches a worker: send(READ or FINALIZE, batch_id) (`tasks.batches.send_batch_work`).
+BatchSend = Callable[[str, str], None]
+
+
+def _aware(t: datetime | None) -> datetime | None:
+    return None if t is None else (t if t.tzinfo else t.replace(tzinfo=UTC))
+
+
+@dataclass
+class Counts:
+    total: int
+    completed: int
+    failed: int
+    usage: dict[str, Any]
+
+
+class Batches:
+    """Files API and Batch API semantics over the Service's store and submitter."""
+
+    def __init__(self, service: Service, send: BatchSend | None = None) -> None:
+        self.service = service
+        self.sessions = service.rt.sessions
+        self.root: Path = service.rt.settings.files_path
+        self.send = send
+
+    # -- files -------------------------------------------------------------------------------
+    def save_file(self, tenant_id: str | None, filename: str, purpose: str, chunks: Iterable[bytes]) -> File:
+        file_id = "file-" + secrets.token_hex(12)
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / file_id
+        size = 0
+        with path.open("wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+                size += len(chunk)
+        row = File(
+            id=file_id, tenant_id=tenant_id, purpose=purpose, filename=filename[:300], bytes=size, path=str(path)
+        )
+        with self.sessions.begin() as s:
+            s.add(row)
+        return row
+
+    def file(self, tenant_id: str, file_id: str) -> File:
+        with self.sessions() as s:
+            return owned(s, File, file_id, tenant_id, "file")
+
+    # -- batches -----------------------------------------------------------------------------
+    def create(
+        self, tenant_id: str, input_file_id: str, *, endpoint: str, window: str, metadata: dict[str, str] | None
+    ) -> Batch:
+        src = self.file(tenant_id, input_file_id)
+        if src.purpose != "batch":
+            raise InputError(f"file {input_file_id} has purpose {src.purpose!r}, not 'batch'")
+        check_quota(self.sessions, tenant_id)
+        t = utcnow()
+        batch = Batch(
+            id="batch_" + secrets.token_hex(12),
+            tenant_id=tenant_id,
+            source=input_file_id,
+            status=BatchStatus.VALIDATING.value,
+            endpoint=endpoint,
+            completion_window=window,
+            input_file_id=input_file_id,
+            meta=metadata,
+            created_at=t,
+            expires_at=t + timedelta(hours=24),
+        )
+        with self.sessions.begin() as s:
+            s.add(batch)
+        if self.send is not None:
+            # Lost before a worker takes it (this process killed now, the broker away)? Beat's
+            # sweep sends it again once overdue: the batch row says what is left to do.
+            self.send(READ, batch.id)
+        return batch
+
+    def ingest(self, batch_id: str) -> bool:
+        """Read the input file into jobs (a worker's task; resumable: see `BatchReader`)."""
+        return BatchReader(self.service, self.root).read(batch_id)
+
+    # -- read --------------------------------------------------------------------------------
+    def get(self, tenant_id: str, batch_id: str) -> dict[str, Any]:
+        with self.sessions() as s:
+            batch = owned(s, Batch, batch_id, tenant_id, "batch")
+            if batch.status is None:  # a CLI batch (`conductor run`): not a Batch API object
+                raise NotFound(f"no batch {batch_id}")
+            return self.view(batch, self.counts(batch_id, batch.invalid_lines))
+
+    def list_page(self, tenant_id: str, *, after: str | None, limit: int) -> tuple[list[dict[str, Any]], bool]:
+        q = select(Batch).where(Batch.tenant_id == tenant_id, Batch.status.is_not(None))
+        with self.sessions() as s:
+            if after:
+                anchor = owned(s, Batch, after, tenant_id, "batch")
+                q = q.where(
+                    (Batch.created_at < anchor.created_at)
+                    | ((Batch.created_at == anchor.created_at) & (Batch.id < anchor.id))
+                )
+            rows = list(s.scalars(q.order_by(Batch.created_at.desc(), Batch.id.desc()).limit(limit + 1)))
+            return [self.view(b, self.counts(b.id, b.invalid_lines)) for b in rows[:limit]], len(rows) > limit
+
+    def counts(self, batch_id: str, invalid: int) -> Counts:
+        with self.sessions() as s:
+            by_status = dict(
+                s.execute(select(Job.status, func.count()).where(Job.batch_id == batch_id).group_by(Job.status)).all()
+            )
+            usage = batch_usage(s, batch_id)
+        done = by_status.get(JobStatus.DONE, 0) + by_status.get(JobStatus.BUDGET_EXCEEDED, 0)
+        ended = sum(n for st, n in by_status.items() if st in TERMINAL_VALUES)
+        return Counts(
+            total=sum(by_status.values()) + invalid, completed=done, failed=ended - done + invalid, usage=usage
+        )
+
+    @staticmethod
+    def view(b: Batch, counts: Counts) -> dict[str, Any]:
+        def ts(t: datetime | None) -> int | None:
+            t = _aware(t)
+            return None if t is None else int(t.timestamp())
+
+        return {
+            "id": b.id,
+            "object": "batch",
+            "endpoint": b.endpoint,
+            "errors": b.errors,
+            "input_file_id": b.input_file_id,
+            "completion_window": b.completion_window,
+            "status": b.status,
+            "output_file_id": b.output_file_id,
+            "error_file_id": b.error_file_id,
+            "created_at": ts(b.created_at) or 0,
+            "in_progress_at": ts(b.in_progress_at),
+            "expires_at": ts(b.expires_at),
+            "finalizing_at": ts(b.finalizing_at),
+            "completed_at": ts(b.completed_at),
+            "failed_at": ts(b.failed_at),
+            "expired_at": ts(b.expired_at),
+            "cancelling_at": ts(b.cancelling_at),
+            "cancelled_at": ts(b.cancelled_at),
+            "request_counts": {"total": counts.total, "completed": counts.completed, "failed": counts.failed},
+            "metadata": b.meta,
+            "usage": counts.usage,
+        }
+
+    # -- change ------------------------------------------------------------------------------
+    def cancel(self, tenant_id: str, batch_id: str) -> dict[str, Any]:
+        self.get(tenant_id, batch_id)  # 404 for another tenant's batch
+        with self.sessions.begin() as s:
+            moved = rowcount(
+                s.execute(
+                    update(Batch)
+                    .where(
+                        Batch.id == batch_id,
+                        Batch.status.in_([BatchStatus.VALIDATING.value, BatchStatus.IN_PROGRESS.value]),
+                    )
+                    .values(status=BatchStatus.CANCELLING.value, cancelling_at=utcnow())
+                )
+            )
+        if not moved:
+            seen = self.get(tenant_id, batch_id)
+            # A repeated cancel answers like the first, also once the sweeper is finalizing that cancel.
+            if seen["cancelling_at"] is None:
+                raise Conflict(
+                    f"batch {batch_id} is {seen['status']}; only a validating or in-progress batch can be cancelled"
+                )
+        self.cancel_open_jobs(batch_id)
+        return self.get(tenant_id, batch_id)
+
+    def cancel_open_jobs(self, batch_id: str) -> None:
+        while True:
+            with self.sessions() as s:
+                ids = list(
+                    s.scalars(
+                        select(Job.id).where(Job.batch_id == batch_id, Job.status.not_in(TERMINAL_VALUES)).limit(CHUNK)
+                    )
+                )
+            if not ids:
+                return
+            cancel_jobs(self.sessions, ids)
+
+    def sweep(self, waiting: set[str] | None = None) -> list[tuple[str, str]]:
+        """Beat's part: expire, claim finished batches, re-send lost reads and finalizes (`BatchSweep`)."""
+        sent = BatchSweep(self, ResendPolicy(self.settings.ready_grace_s, self.settings.resend_max_interval_s)).run(
+            waiting
+        )
+        if self.send is not None:
+            for kind, batch_id in sent:
+                self.send(kind, batch_id)
+        return sent
+
+    @property
+    def settings(self) -> Any:
+        return self.service.rt.settings
+
+    def unfinished(self, batch_id: str) -> int:
+        with self.sessions() as s:
+            return (
+                s.scalar(select(func.count()).where(Job.batch_id == batch_id, Job.status.not_in(TERMINAL_VALUES))) or 0
+            )
+
+    def finalize(self, batch_id: str) -> bool:
+        """Write the output and error files (input order) of a batch claimed for it (`finalizing`) and
+        close it; False if it is not (or no longer) finalizing. Safe to run again after a kill: the
+        outcome is read from the row (cancelled if a cancel was asked, expired if the window had
+        run out when it was claimed), and the files are written anew."""
+        with self.sessions() as s:
+            batch = s.get(Batch, batch_id)
+            if batch is None or batch.status != BatchStatus.FINALIZING.value:
+                return False
+            expires, claimed = _aware(batch.expires_at), _aware(batch.finalizing_at)
+            cancelled = batch.cancelling_at is not None
+        expired = expires is not None and claimed is not None and expires <= claimed
+        reason = "batch_cancelled" if cancelled else "batch_expired" if expired else None
+        out = self._write(batch_id, "output", (line for line, ok, rec in self._records(batch_id, reason) if ok))
+        err = self._write(batch_id, "error", (line for line, ok, rec in self._records(batch_id, reason) if not ok))
+        final = {
+            "batch_cancelled": (BatchStatus.CANCELLED, "cancelled_at"),
+            "batch_expired": (BatchStatus.EXPIRED, "expired_at"),
+            None: (BatchStatus.COMPLETED, "completed_at"),
+        }[reason]
+        with self.sessions.begin() as s:
+            closed = s.execute(
+                update(Batch)
+                .where(Batch.id == batch_id, Batch.status == BatchStatus.FINALIZING.value)
+                .values(status=final[0].value, output_file_id=out, error_file_id=err, **{final[1]: utcnow()})
+            )
+        return rowcount(closed) == 1
+
+    def _records(self, batch_id: str, reason: str | None) -> Iterator[tuple[str, bool, dict[str, Any]]]:
+        """(json line, is-success, record) for every input line, in input order."""
+        return heapq.merge(self._job_records(batch_id, reason), self._invalid_records(batch_id), key=_line_of)
+
+    def _invalid_records(self, batch_id: str) -> Iterator[tuple[str, bool, dict[str, Any]]]:
+        with self.sessions() as s:
+            upto = s.scalar(select(Batch.lines_read).where(Batch.id == batch_id)) or 0
+        for bad in error_lines(invalid_path(self.root, batch_id), upto):
+            rec = {
+                "id": f"batch_req_{batch_id[6:]}_{bad['line']}",
+                "custom_id": bad["custom_id"],
+                "response": None,
+                "error": {"code": "invalid_request", "message": f"line {bad['line']}: {bad['message']}"},
+                "line": bad["line"],
+            }
+            yield json.dumps(_public(rec)), False, rec
+
+    def _job_records(self, batch_id: str, reason: str | None) -> Iterator[tuple[str, bool, dict[str, Any]]]:
+        last = 0
+        while True:
+            with self.sessions() as s:
+                jobs = list(
+                    s.scalars(
+                        select(Job)
+                        .where(Job.batch_id == batch_id, Job.line_no > last)
+                        .order_by(Job.line_no)
+                        .limit(CHUNK)
+                    )
+                )
+                if not jobs:
+                    return
+                workflows = job_workflows(s, [j.id for j in jobs])
+            for job in jobs:
+                last = job.line_no or last
+                yield self._job_record(job, workflows[job.id], reason)
+
+    @staticmethod
+    def _job_record(job: Job, workflows: list[dict[str, Any]], reason: str | None) -> tuple[str, bool, dict[str, Any]]:
+        rec: dict[str, Any] = {"id": f"batch_req_{job.id}", "custom_id": job.external_id, "line": job.line_no}
+        ok = job.status in (JobStatus.DONE.value, JobStatus.BUDGET_EXCEEDED.value)
+        if ok:
+            body = chat_completion(job, workflows, (job.options or {}).get("model", "conductor"))
+            rec.update(response={"status_code": 200, "request_id": job.id, "body": body}, error=None)
+        elif job.status == JobStatus.CANCELLED.value:
+            rec.update(response=None, error={"code": reason or "cancelled", "message": job.error or "cancelled"})
+        else:
+            rec.update(
+                response={
+                    "status_code": 500,
+                    "request_id": job.id,
+                    "body": {"error": {"message": job.error or job.status, "type": job.status}},
+                },
+                error=None,
+            )
+        return json.dumps(_public(rec)), ok, rec
+
+    def _write(self, batch_id: str, kind: str, lines: Iterator[str]) -> str | None:
+        first = next(lines, None)
+        if first is None:
+            return None
+
+        def chunks() -> Iterator[bytes]:
+            yield (first + "\n").encode()
+            for line in lines:
+                yield (line + "\n").encode()
+
+        tenant = self._tenant_of(batch_id)
+        return self.save_file(tenant, f"{batch_id}_{kind}.jsonl", "batch_output", chunks()).id
+
+    def _tenant_of(self, batch_id: str) -> str | None:
+        with self.sessions() as s:
+            return s.scalar(select(Batch.tenant_id).where(Batch.id == batch_id))
+
+
+def _line_of(item: tuple[str, bool, dict[str, Any]]) -> int:
+    return int(item[2]["line"] or 0)
+
+
+def _public(rec: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in rec.items() if k != "line"}

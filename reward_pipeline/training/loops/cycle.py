@@ -1,0 +1,151 @@
+"""One continuous-retraining cycle, as the `train` queue runs it: production traces since the last
+cycle -> offline GRPO continuing from the active adapter -> candidate checkpoint -> gate (candidate
+and active policy pinned on dev jobs through the same queue) -> promotion. Recorded in
+`training_cycles` whatever happens."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from conductor.app.service import Service
+from conductor.inference.local_model import model_dir
+from conductor.store.models import TrainingCycle
+from reward_pipeline.training.checkpoints import Registry
+from reward_pipeline.training.dataset import TraceFilter, build_dataset
+from reward_pipeline.training.gate import GateConfig, PolicyEval, decide
+from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
+from reward_pipeline.training.health import cycle_health, enforce_staleness_cap, record_steps
+from reward_pipeline.training.loops.online import Policy, start_policy
+from reward_pipeline.training.loops.stages import checkpoint_dir
+from reward_pipeline.training.policy import LoraSpec, load_trainable, save_adapter
+from reward_pipeline.training.problems import dev_problems
+from reward_pipeline.training.rollouts import Rollouts
+
+
+@dataclass(frozen=True)
+class CycleConfig:
+    max_staleness: int = 2
+    learning_rate: float = 2e-5
+    gate: GateConfig = field(default_factory=GateConfig)
+    dev_limit: int | None = None
+    #: Fewer groups with reward variance than this: the cycle is skipped, the reason recorded.
+    min_groups: int = 1
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> CycleConfig:
+        return cls(
+            max_staleness=settings.max_staleness,
+            min_groups=settings.retrain_min_groups,
+            dev_limit=settings.retrain_dev_limit,
+        )
+
+
+def pinned_eval(rollouts: Rollouts, policy: Policy, problems: list[Any], tag: str) -> PolicyEval:
+    """Dev jobs whose Conductor calls are pinned to `policy` (the base model when it has no adapter)."""
+    options: dict[str, Any] = {"gate": tag}
+    if policy.adapter is not None:
+        options["policy"] = {"version": policy.version, "adapter": str(policy.adapter)}
+    return PolicyEval.from_rollouts(policy.version, rollouts.run(problems, samples=1, options=options))
+
+
+def run_retrain_cycle(
+    service: Service, cycle_id: int, data_dir: Path, config: CycleConfig | None = None, load_adapter: Any = None
+) -> dict[str, Any]:
+    """`load_adapter(version, path)` makes an adapter servable (vLLM runtime load) before the gate uses it.
+    `config`: by default from the settings (staleness cap, minimum groups, dev set size)."""
+    rt = service.rt
+    config = config or CycleConfig.from_settings(rt.settings)
+    registry = Registry(rt.sessions)
+    with rt.sessions.begin() as s:
+        row = s.get_one(TrainingCycle, cycle_id)
+        row.status = "running"
+        since = s.scalar(
+            select(TrainingCycle.created_at)
+            .where(TrainingCycle.id != cycle_id, TrainingCycle.status == "done")
+            .order_by(TrainingCycle.created_at.desc())
+        )
+    stats: dict[str, Any] = {}
+    try:
+        stats = _cycle(service, registry, cycle_id, since, data_dir, config, load_adapter)
+        status = "done" if stats.get("candidate") else "skipped"
+        error = None
+    except Exception as exc:
+        status, error = "failed", repr(exc)
+    with rt.sessions.begin() as s:
+        row = s.get_one(TrainingCycle, cycle_id)
+        row.status, row.error, row.finished_at = status, error, datetime.now(UTC)
+        row.stats = json.loads(json.dumps(stats, default=str))
+        row.checkpoint_id = stats.get("candidate")
+    return {"status": status, "error": error, **stats}
+
+
+def _cycle(
+    service: Service,
+    registry: Registry,
+    cycle_id: int,
+    since: datetime | None,
+    data_dir: Path,
+    config: CycleConfig,
+    load_adapter: Any,
+) -> dict[str, Any]:
+    rt = service.rt
+    until = datetime.now(UTC)
+    dataset = build_dataset(rt.sessions, TraceFilter(since=since, until=until, max_staleness=config.max_staleness))
+    groups, too_stale = enforce_staleness_cap(dataset.groups, config.max_staleness)
+    stats: dict[str, Any] = {
+        "dataset": dataset.stats(),
+        "window": {"since": since, "until": until},
+        "staleness_cap": {"max": config.max_staleness, "dropped_rows": too_stale},
+        "health": cycle_health(groups, []),
+    }
+    trainable = [g for g in groups if len({r.reward for r in g}) > 1]
+    if len(trainable) < config.min_groups:
+        judged = sum(1 for g in trainable if any(r.source == "judge" for r in g))
+        stats["skipped"] = (
+            f"{len(trainable)} groups with reward variance ({judged} judged) of {len(groups)}; "
+            f"a cycle needs at least {config.min_groups}"
+        )
+        return stats
+    from transformers import AutoTokenizer
+
+    start = start_policy(registry.active())
+    base = model_dir(rt.settings.model_cache)
+    trainer = OfflineGRPOTrainer(
+        load_trainable(base, start.adapter, LoraSpec()),
+        AutoTokenizer.from_pretrained(base),
+        make_config(rt.settings.home / "_grpo", learning_rate=config.learning_rate),
+        log=lambda _: None,
+    )
+    summary = trainer.train(groups)
+    version = registry.new_id("grpo")
+    stats["health"] = cycle_health(groups, summary["steps"])
+    record_steps(rt.sessions, summary["steps"], cycle_id=cycle_id, checkpoint_id=version)
+    path = save_adapter(trainer.model, None, checkpoint_dir(rt.settings.home, version))
+    registry.add(
+        id=version,
+        parent_id=start.version if start.adapter else None,
+        stage="grpo",
+        base_model=base.name,
+        path=path,
+        config={"cycle": {"max_staleness": config.max_staleness, "learning_rate": config.learning_rate}},
+        metrics={"train": {k: v for k, v in summary.items() if k != "steps"}, "steps": summary["steps"]},
+        data_window={"since": str(since), "until": str(until), **dataset.stats()},
+    )
+    if load_adapter is not None:
+        load_adapter(version, path)
+    dev = dev_problems(data_dir)[: config.dev_limit]
+    rollouts = Rollouts(service)
+    cand = pinned_eval(rollouts, Policy(version, path), dev, f"gate:{version}")
+    active = pinned_eval(rollouts, start, dev, f"gate:{version}:active")
+    decision = decide(cand, active, config.gate)
+    registry.record_gate(version, decision)
+    if decision["passed"]:
+        registry.promote(version)
+    stats.update(candidate=version, gate=decision, train=summary["rows_trained"])
+    return stats

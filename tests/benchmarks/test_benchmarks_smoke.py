@@ -1,0 +1,131 @@
+"""Every script in benchmarks/ runs end to end at its smallest size, as `make bench` would start it, so
+none rots unnoticed between benchmark runs: a script that errors, or reports a failure, fails here.
+
+Each runs in its own process (the scripts put the repository on sys.path and parse their own
+arguments) from a temporary directory, so nothing they write lands in the checkout. Sizes are the
+smallest that still take every code path of the script: one client, a handful of jobs or lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from conductor.inference.vllm_server import default_python
+from tests.conftest import MODEL_HOME
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+RETRAINING_RUN = ROOT / "docs" / "retraining_cpu" / "two_model_pool"
+
+
+def _retraining_results(tmp: Path) -> list[str]:
+    """A finished run's results, as `conductor train online --report-dir` leaves them (no warm-up gate)."""
+    for name in ("cycles.json", "summary.json"):
+        (tmp / name).write_text((RETRAINING_RUN / name).read_text())
+    (tmp / "events.jsonl").write_text("")
+    return ["--results", str(tmp), "--db", str(tmp / "no-such.db")]
+
+
+def _vllm_venv() -> None:
+    if not default_python().exists():
+        message = f"vLLM venv missing ({default_python()}); run scripts/setup_vllm_venv.sh"
+        # `make test-vllm` builds the venv first, so there a missing venv is a failure, not a skip.
+        if os.environ.get("CONDUCTOR_TEST_REQUIRE_VLLM") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@dataclass(frozen=True)
+class Smoke:
+    args: list[str] = field(default_factory=list)
+    marks: tuple[pytest.MarkDecorator, ...] = ()
+    expect: str | None = None  # printed by a run that went right
+    setup: Callable[[Path], list[str]] | None = None  # more arguments, from files it writes
+    needs: Callable[[], None] | None = None  # skips (or fails) when the machine lacks what it needs
+    env: dict[str, str] = field(default_factory=dict)
+    timeout_s: int = 240
+
+
+SMOKES: dict[str, Smoke] = {
+    "api_load.py": Smoke(
+        ["--clients", "1", "--requests", "1", "--latency", "0", "--threads", "2", "--batch-lines", "5"],
+        expect='"errors": 0',
+    ),
+    "batch_scale.py": Smoke(
+        ["--problems", "20", "--procs", "1", "--threads", "2", "--sample-s", "0.5"],
+        marks=(pytest.mark.services,),
+        expect="| final job states |",
+    ),
+    # Faults are the integration suite's (tests/integration/test_chaos.py); here the script's wiring.
+    "chaos.py": Smoke(
+        ["--problems", "6", "--events", "0", "--window", "1", "--workers", "1", "--timeout", "240"],
+        marks=(pytest.mark.services,),
+        expect="PASS",
+    ),
+    "local_inference.py": Smoke(
+        ["--model-home", str(MODEL_HOME), "--prompts", "1", "--max-tokens", "4", "--concurrency", "1"],
+        marks=(pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)),
+        expect="vLLM / in-process",
+        needs=_vllm_venv,
+        timeout_s=840,
+    ),
+    "orchestration_overhead.py": Smoke(
+        ["--latency", "0", "--jobs", "4", "--concurrency", "2", "--no-cluster"],
+        expect="(b) embedded",
+    ),
+    "retraining_cpu.py": Smoke(setup=_retraining_results, expect="wrote "),
+    # The served Conductor is the local pool's, in process: the model comes from the test model home.
+    # Two plans (grammar on, off) cost about 135 CPU seconds, most of it loading and masking.
+    "unseen_plans.py": Smoke(
+        ["--n", "1", "--benchmarks", "mmlu"],
+        marks=(pytest.mark.slow, pytest.mark.timeout(900)),
+        expect="| mmlu |",
+        env={"CONDUCTOR_HOME": str(MODEL_HOME)},
+        timeout_s=840,
+    ),
+    "verifiers.py": Smoke(["--n", "2", "--workers", "1"], expect="all correct"),
+}
+
+
+def test_every_benchmark_script_has_a_smoke_run():
+    assert {p.name for p in BENCHMARKS.glob("*.py")} == set(SMOKES)
+
+
+@pytest.mark.parametrize(
+    "script", [pytest.param(name, marks=smoke.marks, id=name.removesuffix(".py")) for name, smoke in SMOKES.items()]
+)
+def test_the_benchmark_runs_at_its_smallest_size(script: str, tmp_path: Path):
+    smoke = SMOKES[script]
+    if smoke.needs is not None:
+        smoke.needs()
+    args = [*smoke.args, *(smoke.setup(tmp_path) if smoke.setup else [])]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", **smoke.env}
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=smoke.timeout_s,
+        check=False,
+    )
+    said = f"$ {script} {' '.join(args)}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, said
+    assert smoke.expect is None or smoke.expect in done.stdout, said
+
+
+def test_the_smoke_sizes_are_each_scripts_own_options():
+    # Also where the run above is skipped (no services, no model, no vLLM venv here): a renamed option
+    # would otherwise surface only on a machine that has them.
+    for script, smoke in SMOKES.items():
+        source = (BENCHMARKS / script).read_text()
+        for option in (a for a in smoke.args if a.startswith("--")):
+            assert json.dumps(option) in source, f"{script} has no {option}"

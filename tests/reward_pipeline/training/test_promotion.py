@@ -1,0 +1,177 @@
+"""Promotion and rollback: every process follows the store's active checkpoint without a restart,
+each round records the version that produced it, and a failed gate changes nothing."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conductor.app.runtime import Runtime
+from conductor.domain.problem import Problem
+from conductor.store.models import Round
+from reward_pipeline.training.checkpoints import Registry
+from reward_pipeline.training.gate import PolicyEval, decide
+from reward_pipeline.training.loops.local_run import LocalRunConfig, _warmup_gate
+from reward_pipeline.training.loops.online import GateContext, OnlineConfig
+from reward_pipeline.training.rollouts import RolloutBatch
+from tests.support.pools import scripted_pool
+from tests.support.scripted_llm import Reply, ScriptedLLMServer
+from tests.support.system import embedded_system, make_settings
+from tests.support.workflows import block
+
+
+def _script(model: str, messages: list[dict], body: dict) -> Reply:
+    if model.endswith("scripted-conductor") or model.startswith("conductor-"):
+        return Reply(block("[0]", '["answer it"]', "[[]]"))
+    return Reply("The answer is 42.")
+
+
+@pytest.fixture
+def server():
+    srv = ScriptedLLMServer(_script).start()
+    yield srv
+    srv.stop()
+
+
+def _adapter(tmp_path, name: str):
+    path = tmp_path / "adapters" / name
+    path.mkdir(parents=True)
+    (path / "adapter_config.json").write_text("{}")
+    return path
+
+
+def test_every_process_switches_to_a_promoted_checkpoint_and_back_on_rollback(tmp_path, server):
+    settings = make_settings(tmp_path, policy_refresh_s=0.2)
+    pool = scripted_pool(server.base_url)
+    procs = [Runtime(settings, pool=pool.model_copy(deep=True)) for _ in range(2)]  # two worker processes
+    registry = Registry(procs[0].sessions)
+    messages = [{"role": "user", "content": "q"}]
+    assert {p.gateway.call_conductor(messages).policy_version for p in procs} == {"scripted-v0"}
+
+    for name in ("ck-1", "ck-2"):
+        registry.add(
+            id=name, parent_id="ck-1" if name == "ck-2" else None, stage="grpo", base_model="b",
+            path=_adapter(tmp_path, name), config={}, metrics={}, data_window={},
+        )  # fmt: skip
+    registry.promote("ck-1")
+    time.sleep(0.3)
+    seen = [p.gateway.call_conductor(messages) for p in procs]
+    assert {c.policy_version for c in seen} == {"ck-1"}
+    assert server.calls[-1].model == "conductor-ck-1"  # the adapter's own served name, never reused
+
+    registry.promote("ck-2")
+    time.sleep(0.3)
+    assert {p.gateway.call_conductor(messages).policy_version for p in procs} == {"ck-2"}
+    assert [c.status for c in registry.list()] == ["retired", "active"]
+
+    registry.rollback()  # back to ck-2's parent
+    time.sleep(0.3)
+    assert {p.gateway.call_conductor(messages).policy_version for p in procs} == {"ck-1"}
+    registry.rollback()  # ck-1 has no parent: the pool's own Conductor
+    time.sleep(0.3)
+    assert {p.gateway.call_conductor(messages).policy_version for p in procs} == {"scripted-v0"}
+    assert server.calls[-1].model == "scripted-conductor"
+    for p in procs:
+        p.close()
+
+
+def test_rounds_record_the_version_that_produced_them(tmp_path, server):
+    pool = scripted_pool(server.base_url)
+    with embedded_system(tmp_path, pool, recursion=False, policy_refresh_s=0.1) as sys:
+        registry = Registry(sys.runtime.sessions)
+        before, _ = sys.service.submit(Problem(question="one"))
+        sys.service.wait([before], timeout=30, poll_s=0.05)
+        registry.add(
+            id="ck-9", parent_id=None, stage="grpo", base_model="b", path=_adapter(tmp_path, "ck-9"),
+            config={}, metrics={}, data_window={},
+        )  # fmt: skip
+        registry.promote("ck-9")
+        time.sleep(0.2)
+        after, _ = sys.service.submit(Problem(question="two"))
+        sys.service.wait([after], timeout=30, poll_s=0.05)
+        with sys.runtime.sessions() as s:
+            version = {r.job_id: (r.policy_version, r.conductor_model) for r in s.query(Round).all()}
+    assert version[before] == ("scripted-v0", "openai/scripted-conductor")
+    assert version[after] == ("ck-9", "openai/conductor-ck-9")
+
+
+def test_a_failed_gate_leaves_the_active_policy_untouched(tmp_path):
+    registry = Registry(Runtime(make_settings(tmp_path)).sessions)
+    for name in ("good", "worse"):
+        registry.add(
+            id=name, parent_id=None, stage="grpo", base_model="b", path=_adapter(tmp_path, name),
+            config={}, metrics={}, data_window={},
+        )  # fmt: skip
+    registry.promote("good")
+    active = PolicyEval("good", n=40, plans=40, parsed=38, correct=20, tokens_per_question=300)
+    candidate = PolicyEval("worse", n=40, plans=40, parsed=20, correct=19, tokens_per_question=300)
+
+    decision = decide(candidate, active)
+    registry.record_gate("worse", decision)
+
+    assert not decision["passed"] and "parse rate worse" in decision["reasons"][0]
+    assert registry.active().id == "good"
+    assert registry.get("worse").status == "rejected" and registry.get("worse").gate == decision
+
+
+def test_the_gate_passes_a_candidate_within_the_noise_and_fails_one_that_spends_too_many_tokens():
+    active = PolicyEval("a", n=24, plans=24, parsed=23, correct=4, tokens_per_question=300)
+    same = PolicyEval("c", n=24, plans=24, parsed=22, correct=3, tokens_per_question=320)
+    costly = PolicyEval("c", n=24, plans=24, parsed=23, correct=4, tokens_per_question=400)
+
+    assert decide(same, active)["passed"]
+    verdict = decide(costly, active)
+    assert not verdict["passed"] and "tokens/question" in verdict["reasons"][0]
+
+
+def test_a_policy_eval_reads_its_counts_from_one_job_per_dev_problem():
+    batch = RolloutBatch(
+        job_ids=["j1", "j2", "j3", "j4"], plan_rounds=5, parsed_rounds=4, correct_chains=3, tokens=1000
+    )
+
+    ev = PolicyEval.from_rollouts("ck-1", batch)
+
+    assert ev == PolicyEval("ck-1", n=4, plans=5, parsed=4, correct=3, tokens_per_question=250)
+    assert ev.parse_rate == 0.8 and ev.accuracy == 0.75
+
+
+class _Serving:
+    """Records which policy is active; the fake rollouts below read it."""
+
+    def __init__(self) -> None:
+        self.active: list[str] = []
+
+    def load(self, version, adapter) -> None:
+        pass
+
+    def activate(self, gateway, version, adapter, *, temperature) -> None:
+        self.active.append(version)
+
+
+class _Rollouts:
+    """The active warm-up policy parses every plan, the base model a quarter of them."""
+
+    def __init__(self, serving: _Serving) -> None:
+        self.serving = serving
+
+    def run(self, problems, *, samples, options) -> RolloutBatch:
+        n = len(problems)
+        parsed = n if self.serving.active[-1] != "base" else n // 4
+        return RolloutBatch(job_ids=[f"j{i}" for i in range(n)], plan_rounds=n, parsed_rounds=parsed, tokens=100 * n)
+
+
+def test_the_warmup_gate_needs_no_trainer_and_promotes_a_candidate_that_passes(tmp_path):
+    registry = Registry(Runtime(make_settings(tmp_path)).sessions)
+    registry.add(
+        id="warm-1", parent_id=None, stage="warmup", base_model="b", path=_adapter(tmp_path, "warm-1"),
+        config={}, metrics={}, data_window={},
+    )  # fmt: skip
+    serving, events = _Serving(), []
+    gating = GateContext(_Rollouts(serving), None, serving, registry, log=events.append)
+
+    start = _warmup_gate(gating, [Problem(question=f"q{i}") for i in range(40)], LocalRunConfig(online=OnlineConfig()))
+
+    assert start.version == "warm-1" and serving.active == ["warm-1", "base"]
+    assert registry.active().id == "warm-1"
+    assert [e["event"] for e in events] == ["gate"] and events[0]["passed"]
