@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import update
+from typing import Any
+
+from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
 
 from conductor.domain.effects import Effects
@@ -11,52 +13,81 @@ from conductor.domain.states import ChainStatus, JobStatus, RoundKind, RoundStat
 from conductor.domain.workflow import Workflow
 from conductor.engine.transitions import Transitions, budget_spent, now, updated
 from conductor.store import queries
-from conductor.store.models import Chain, Job, Round, Tenant
+from conductor.store.models import Job, Tenant
+from conductor.store.tables import chains, jobs, rounds
 
 
 class JobRules(Transitions):
     def start_job(self, job_id: str) -> Effects:
+        return self.start_jobs([job_id])
+
+    def start_jobs(self, job_ids: list[str]) -> Effects:
+        """Start queued jobs in one transaction: each sample's chain and first round (a fixed
+        workflow's round running with its steps), in a few batched statements whatever the count.
+        Jobs no longer queued (started by another delivery, cancelled) are left as they are."""
         eff = Effects()
+        if not job_ids:
+            return eff
         with self.sessions.begin() as s:
             started = s.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.status == JobStatus.QUEUED)
+                update(jobs)
+                .where(jobs.c.id.in_(job_ids), jobs.c.status == JobStatus.QUEUED)
                 .values(
                     status=JobStatus.RUNNING,
                     started_at=now(),
-                    open_chains=Job.samples,
-                    # The solve message arrived: the reaper's count starts again for finalize.
+                    open_chains=jobs.c.samples,
+                    # The job started: the reaper's count starts again for finalize.
                     sent_at=None,
                     sends=0,
                 )
-                .returning(Job.problem, Job.samples, Job.options)
-            ).first()
-            if started is None:
+                .returning(jobs.c.id, jobs.c.problem, jobs.c.samples, jobs.c.options)
+            ).all()
+            if not started:
                 return eff
-            problem, samples, options = started
-            question = Problem.model_validate(problem).question
-            fixed = Workflow.from_lists(**options["workflow"]) if (options or {}).get("workflow") else None
-            # Each sample's chain and first round in one flush (a fixed workflow's round already
-            # running), then the fixed workflow's steps in one batched INSERT.
-            rounds = [
-                Round(
-                    chain=Chain(job_id=job_id, sample_index=sample, depth=0, question=question, rounds_used=1),
-                    job_id=job_id,
-                    round_index=0,
-                    kind=RoundKind.FIXED if fixed else RoundKind.PLAN,
-                    status=RoundStatus.RUNNING if fixed else RoundStatus.PLANNING,
-                    workflow=fixed.to_lists() if fixed else None,
-                    n_steps=len(fixed.steps) if fixed else 0,
+            samples = [(job_id, sample, options) for job_id, _, n, options in started for sample in range(n)]
+            questions = {job_id: Problem.model_validate(problem).question for job_id, problem, _, _ in started}
+            chain_ids = (
+                s.execute(
+                    insert(chains).returning(chains.c.id, sort_by_parameter_order=True),
+                    [
+                        {
+                            "job_id": job_id,
+                            "sample_index": sample,
+                            "depth": 0,
+                            "question": questions[job_id],
+                            "rounds_used": 1,
+                        }
+                        for job_id, sample, _ in samples
+                    ],
                 )
-                for sample in range(samples)
-            ]
-            s.add_all(rounds)
-            s.flush()
-            for rnd in rounds:
-                if fixed:
-                    eff.steps += self._insert_steps(s, rnd, fixed)
+                .scalars()
+                .all()
+            )
+            fixed = [_fixed_workflow(options) for _, _, options in samples]
+            round_ids = (
+                s.execute(
+                    insert(rounds).returning(rounds.c.id, sort_by_parameter_order=True),
+                    [
+                        {
+                            "chain_id": chain_id,
+                            "job_id": job_id,
+                            "round_index": 0,
+                            "kind": RoundKind.FIXED if wf else RoundKind.PLAN,
+                            "status": RoundStatus.RUNNING if wf else RoundStatus.PLANNING,
+                            "workflow": wf.to_lists() if wf else None,
+                            "n_steps": len(wf.steps) if wf else 0,
+                        }
+                        for chain_id, (job_id, _, _), wf in zip(chain_ids, samples, fixed, strict=True)
+                    ],
+                )
+                .scalars()
+                .all()
+            )
+            for round_id, (job_id, _, _), wf in zip(round_ids, samples, fixed, strict=True):
+                if wf:
+                    eff.steps += self._insert_step_rows(s, round_id, job_id, wf)
                 else:
-                    eff.plans.append(rnd.id)
+                    eff.plans.append(round_id)
         return eff
 
     def reserve_call(self, job_id: str) -> None:
@@ -128,3 +159,9 @@ class JobRules(Transitions):
             ),
         )
         return job if closed else None
+
+
+def _fixed_workflow(options: dict[str, Any] | None) -> Workflow | None:
+    """The workflow a job fixed in its options (the Conductor is not asked), if any."""
+    spec = (options or {}).get("workflow")
+    return Workflow.from_lists(**spec) if spec else None

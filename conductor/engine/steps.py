@@ -14,7 +14,8 @@ from conductor.domain.states import RoundKind, RoundStatus, StepStatus
 from conductor.domain.usage import Usage
 from conductor.engine.transitions import NESTED, Transitions, now
 from conductor.store import queries
-from conductor.store.models import Chain, Job, Round, Step
+from conductor.store.models import Chain, Step
+from conductor.store.tables import chains, jobs, rounds, steps
 
 PREVIOUS_ANSWER = "Previous round's final answer (to check or improve)"
 
@@ -46,54 +47,59 @@ class StepRules(Transitions):
 
     def _claim_step(self, s: Session, step_id: int, host: str) -> StepTask | None:
         t = now()
-        # The lease and everything the task needs from the step in one statement, its round's
-        # state and the chain's depth in a second, its dependencies' outputs (if any) in a third.
-        step = s.execute(
-            update(Step)
+        c = steps.c
+        lease = (
+            update(steps)
             .where(
-                Step.id == step_id,
-                (Step.status == StepStatus.READY) | ((Step.status == StepStatus.RUNNING) & (Step.lease_until < t)),
+                c.id == step_id,
+                (c.status == StepStatus.READY) | ((c.status == StepStatus.RUNNING) & (c.lease_until < t)),
             )
             .values(
                 status=StepStatus.RUNNING,
-                attempts=Step.attempts + 1,
+                attempts=c.attempts + 1,
                 claimed_by=host,
                 started_at=t,
                 lease_until=t + timedelta(seconds=self.settings.step_lease_s),
             )
-            .returning(
-                Step.round_id,
-                Step.job_id,
-                Step.worker_index,
-                Step.worker_name,
-                Step.subtask,
-                Step.access,
-                Step.dependencies,
-            )
-            .execution_options(synchronize_session=False)
-        ).first()
-        if step is None:
-            return None
-        rnd = s.execute(
-            select(Round.status, Round.kind, Round.chain_id, Round.round_index, Chain.depth, Chain.question)
-            .join(Chain, Chain.id == Round.chain_id)
-            .where(Round.id == step.round_id)
-        ).one()
+        )
+        mine = (c.round_id, c.job_id, c.worker_index, c.worker_name, c.subtask, c.access, c.dependencies)
+        theirs = (
+            rounds.c.status,
+            rounds.c.kind,
+            rounds.c.chain_id,
+            rounds.c.round_index,
+            chains.c.depth,
+            chains.c.question,
+        )
+        # The lease and everything the task needs from the step, its round and its chain: one
+        # UPDATE ... FROM on PostgreSQL; SQLite's RETURNING cannot name the FROM tables, so there
+        # the round and chain are a second statement. The dependencies' outputs (if any) follow.
+        if self.postgres:
+            got = s.execute(
+                lease.where(rounds.c.id == c.round_id, chains.c.id == rounds.c.chain_id).returning(*mine, *theirs)
+            ).first()
+            if got is None:
+                return None
+            step, rnd = got, got
+        else:
+            step = s.execute(lease.returning(*mine)).first()
+            if step is None:
+                return None
+            rnd = s.execute(
+                select(*theirs)
+                .join_from(rounds, chains, chains.c.id == rounds.c.chain_id)
+                .where(rounds.c.id == step.round_id)
+            ).one()
         if rnd.status != RoundStatus.RUNNING:
-            s.execute(
-                update(Step)
-                .where(Step.id == step_id)
-                .values(status=StepStatus.SKIPPED)
-                .execution_options(synchronize_session=False)
-            )
+            s.execute(update(steps).where(c.id == step_id).values(status=StepStatus.SKIPPED))
             return None
         context: list[tuple[str, str]] = []
         if step.dependencies:
             outputs = {
                 i: (subtask, output or "")
                 for i, subtask, output in s.execute(
-                    select(Step.step_index, Step.subtask, Step.output).where(
-                        Step.round_id == step.round_id, Step.step_index.in_(step.dependencies)
+                    select(c.step_index, c.subtask, c.output).where(
+                        c.round_id == step.round_id, c.step_index.in_(step.dependencies)
                     )
                 )
             }
@@ -149,10 +155,10 @@ class StepRules(Transitions):
         """
         with self.sessions.begin() as s:
             row = s.execute(
-                update(Step)
-                .where(Step.id == step_id, Step.status == StepStatus.RUNNING)
-                .values(status=StepStatus.READY, lease_until=None, ready_at=now(), attempts=Step.attempts - 1)
-                .returning(Step.job_id)
+                update(steps)
+                .where(steps.c.id == step_id, steps.c.status == StepStatus.RUNNING)
+                .values(status=StepStatus.READY, lease_until=None, ready_at=now(), attempts=steps.c.attempts - 1)
+                .returning(steps.c.job_id)
             ).first()
             if row is not None:
-                s.execute(update(Job).where(Job.id == row[0]).values(model_calls=Job.model_calls - 1))
+                s.execute(update(jobs).where(jobs.c.id == row[0]).values(model_calls=jobs.c.model_calls - 1))

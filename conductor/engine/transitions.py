@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, case, literal, select, update
+from sqlalchemy import ColumnElement, CursorResult, and_, case, insert, literal, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.config.pool import Pool
@@ -19,7 +19,8 @@ from conductor.domain.states import ChainStatus, RoundKind, RoundStatus, StepSta
 from conductor.domain.usage import Usage
 from conductor.domain.workflow import Workflow
 from conductor.store import queries
-from conductor.store.models import Chain, Job, Round, Step
+from conductor.store.models import Chain, Job, Round
+from conductor.store.tables import chains, jobs, rounds, steps
 
 NESTED = "nested"  #: `claimed_by` of a step whose work is a nested Conductor chain
 
@@ -53,6 +54,9 @@ class Transitions:
         self.sessions = sessions
         self.settings = settings
         self.pool = pool
+        bind = sessions.kw.get("bind")
+        #: PostgreSQL runs some transitions as one statement where SQLite needs two (see `_claim_step`).
+        self.postgres = bind is not None and bind.dialect.name == "postgresql"
 
     # -- opening ---------------------------------------------------------------------------
     def _new_round(self, s: Session, chain: Chain, kind: RoundKind) -> Round:
@@ -76,34 +80,37 @@ class Transitions:
         return self._insert_steps(s, rnd, workflow)
 
     def _insert_steps(self, s: Session, rnd: Round, workflow: Workflow) -> list[int]:
+        return self._insert_step_rows(s, rnd.id, rnd.job_id, workflow)
+
+    def _insert_step_rows(self, s: Session, round_id: int, job_id: str, workflow: Workflow) -> list[int]:
+        """Write a round's steps in one INSERT ... RETURNING; returns the ids of those ready now."""
         t = now()
         rows = []
         for st in workflow.steps:
             deps = list(st.dependencies())
             rows.append(
-                Step(
-                    round_id=rnd.id,
-                    job_id=rnd.job_id,
-                    step_index=st.index,
-                    worker_index=st.worker,
-                    worker_name=self.pool.name_of(st.worker),
-                    subtask=st.subtask,
-                    access=st.access if st.access == "all" else list(st.access),
-                    dependencies=deps,
-                    pending_deps=len(deps),
-                    status=StepStatus.READY if not deps else StepStatus.PENDING,
-                    ready_at=t if not deps else None,
-                )
+                {
+                    "round_id": round_id,
+                    "job_id": job_id,
+                    "step_index": st.index,
+                    "worker_index": st.worker,
+                    "worker_name": self.pool.name_of(st.worker),
+                    "subtask": st.subtask,
+                    "access": st.access if st.access == "all" else list(st.access),
+                    "dependencies": deps,
+                    "pending_deps": len(deps),
+                    "status": StepStatus.READY if not deps else StepStatus.PENDING,
+                    "ready_at": t if not deps else None,
+                }
             )
-        s.add_all(rows)
-        s.flush()  # one batched INSERT ... RETURNING for all the steps
-        return [row.id for row in rows if not row.dependencies]
+        ids = s.execute(insert(steps).returning(steps.c.id, sort_by_parameter_order=True), rows).scalars().all()
+        return [sid for sid, row in zip(ids, rows, strict=True) if not row["dependencies"]]
 
     # -- steps -----------------------------------------------------------------------------
     def _complete_step(self, s: Session, step_id: int, output: str, model: str | None, usage: Usage) -> Effects:
         row = s.execute(
-            update(Step)
-            .where(Step.id == step_id, Step.status == StepStatus.RUNNING)
+            update(steps)
+            .where(steps.c.id == step_id, steps.c.status == StepStatus.RUNNING)
             .values(
                 status=StepStatus.DONE,
                 output=output,
@@ -115,7 +122,7 @@ class Transitions:
                 finished_at=now(),
                 lease_until=None,
             )
-            .returning(Step.round_id, Step.step_index, Step.job_id)
+            .returning(steps.c.round_id, steps.c.step_index, steps.c.job_id)
         ).first()
         if row is None:
             return Effects()  # already recorded by an earlier delivery
@@ -130,10 +137,10 @@ class Transitions:
         """Count a finished step on its round (while the round runs), release its successors and
         finish the round with its last step's output once every step is done."""
         counted = s.execute(
-            update(Round)
-            .where(Round.id == round_id, Round.status == RoundStatus.RUNNING)
-            .values(steps_done=Round.steps_done + 1)
-            .returning(Round.steps_done, Round.n_steps, Round.workflow)
+            update(rounds)
+            .where(rounds.c.id == round_id, rounds.c.status == RoundStatus.RUNNING)
+            .values(steps_done=rounds.c.steps_done + 1)
+            .returning(rounds.c.steps_done, rounds.c.n_steps, rounds.c.workflow)
         ).first()
         if counted is None:
             return Effects()  # the round already failed: its other steps were skipped
@@ -142,7 +149,9 @@ class Transitions:
         if done == total:
             last = output if index == total - 1 else None
             if last is None:
-                last = s.scalar(select(Step.output).where(Step.round_id == round_id, Step.step_index == total - 1))
+                last = s.scalar(
+                    select(steps.c.output).where(steps.c.round_id == round_id, steps.c.step_index == total - 1)
+                )
             eff.merge(self._finish_round(s, round_id, last or ""))
         return eff
 
@@ -155,41 +164,40 @@ class Transitions:
         successors = Workflow.from_lists(**(workflow or {})).successors(index)
         if not successors:
             return []
-        last_dep = (Step.pending_deps == 1) & (Step.status == StepStatus.PENDING)
+        last_dep = (steps.c.pending_deps == 1) & (steps.c.status == StepStatus.PENDING)
         released = s.execute(
-            update(Step)
-            .where(Step.round_id == round_id, Step.step_index.in_(successors))
+            update(steps)
+            .where(steps.c.round_id == round_id, steps.c.step_index.in_(successors))
             .values(
-                pending_deps=Step.pending_deps - 1,
-                status=case((last_dep, literal(StepStatus.READY, Step.status.type)), else_=Step.status),
-                ready_at=case((last_dep, literal(now(), Step.ready_at.type)), else_=Step.ready_at),
+                pending_deps=steps.c.pending_deps - 1,
+                status=case((last_dep, literal(StepStatus.READY, steps.c.status.type)), else_=steps.c.status),
+                ready_at=case((last_dep, literal(now(), steps.c.ready_at.type)), else_=steps.c.ready_at),
             )
-            .returning(Step.id, Step.pending_deps, Step.status)
-            .execution_options(synchronize_session=False)
+            .returning(steps.c.id, steps.c.pending_deps, steps.c.status)
         ).all()
         return [sid for sid, pending, status in released if pending == 0 and status == StepStatus.READY]
 
     def _fail_step(self, s: Session, step_id: int, error: str) -> Effects:
         row = s.execute(
-            update(Step)
-            .where(Step.id == step_id, Step.status.in_([StepStatus.RUNNING, StepStatus.READY]))
+            update(steps)
+            .where(steps.c.id == step_id, steps.c.status.in_([StepStatus.RUNNING, StepStatus.READY]))
             .values(status=StepStatus.FAILED, error=error, finished_at=now(), lease_until=None)
-            .returning(Step.round_id)
+            .returning(steps.c.round_id)
         ).first()
         if row is None:
             return Effects()
         round_id = row[0]
         ended = s.execute(
-            update(Round)
-            .where(Round.id == round_id, Round.status == RoundStatus.RUNNING)
+            update(rounds)
+            .where(rounds.c.id == round_id, rounds.c.status == RoundStatus.RUNNING)
             .values(status=RoundStatus.FAILED, error=f"step failed: {error}", finished_at=now())
-            .returning(Round.chain_id)
+            .returning(rounds.c.chain_id)
         ).first()
         if ended is None:
             return Effects()
         s.execute(
-            update(Step)
-            .where(Step.round_id == round_id, Step.status.in_([StepStatus.PENDING, StepStatus.READY]))
+            update(steps)
+            .where(steps.c.round_id == round_id, steps.c.status.in_([StepStatus.PENDING, StepStatus.READY]))
             .values(status=StepStatus.SKIPPED)
         )
         return self._end_chain_after_failure(s, ended[0], error)
@@ -197,10 +205,10 @@ class Transitions:
     # -- rounds and chains -----------------------------------------------------------------
     def _finish_round(self, s: Session, round_id: int, answer: str) -> Effects:
         kind, chain_id = s.execute(
-            update(Round)
-            .where(Round.id == round_id)
+            update(rounds)
+            .where(rounds.c.id == round_id)
             .values(status=RoundStatus.DONE, answer=answer, finished_at=now())
-            .returning(Round.kind, Round.chain_id)
+            .returning(rounds.c.kind, rounds.c.chain_id)
         ).one()
         # A fixed or fallback round never replans: decided without loading the chain or the job.
         if self.settings.recursion and self.pool.conductor.replans and kind in (RoundKind.PLAN, RoundKind.REPLAN):
@@ -227,10 +235,10 @@ class Transitions:
         if status == ChainStatus.DONE and answer is None:
             status, error = ChainStatus.FAILED, error or "chain ended without an answer"
         ended = s.execute(
-            update(Chain)
-            .where(Chain.id == chain_id, Chain.status == ChainStatus.RUNNING)
+            update(chains)
+            .where(chains.c.id == chain_id, chains.c.status == ChainStatus.RUNNING)
             .values(status=status, answer=answer, error=error, finished_at=now())
-            .returning(Chain.parent_step_id, Chain.job_id)
+            .returning(chains.c.parent_step_id, chains.c.job_id)
         ).first()
         if ended is None:
             return Effects()
@@ -240,7 +248,10 @@ class Transitions:
                 return self._complete_step(s, parent_step_id, answer or "", "conductor", Usage())
             return self._fail_step(s, parent_step_id, f"nested workflow failed: {error}")
         left = s.execute(
-            update(Job).where(Job.id == job_id).values(open_chains=Job.open_chains - 1).returning(Job.open_chains)
+            update(jobs)
+            .where(jobs.c.id == job_id)
+            .values(open_chains=jobs.c.open_chains - 1)
+            .returning(jobs.c.open_chains)
         ).scalar_one()
         return Effects(finalize=[job_id]) if left == 0 else Effects()
 
@@ -249,19 +260,21 @@ class Transitions:
         """`reserve_call` inside the caller's transaction: None if admitted, else why not."""
         admitted = updated(
             s,
-            update(Job)
-            .where(
-                Job.id == job_id,
-                Job.model_calls < self.settings.max_model_calls,
-                Job.budget_tokens.is_(None) | ((Job.prompt_tokens + Job.completion_tokens) < Job.budget_tokens),
-                Job.budget_usd.is_(None) | (Job.cost_usd < Job.budget_usd),
-            )
-            .values(model_calls=Job.model_calls + 1),
+            update(jobs).where(jobs.c.id == job_id, self._has_budget()).values(model_calls=jobs.c.model_calls + 1),
         )
         if admitted:
             return None
         spent = budget_spent(s.get_one(Job, job_id), self.settings.max_model_calls)
         return spent or BudgetExceeded("a budget ran out while this call was admitted")
+
+    def _has_budget(self) -> ColumnElement[bool]:
+        """A job row with room for one more model call under every budget."""
+        j = jobs.c
+        return and_(
+            j.model_calls < self.settings.max_model_calls,
+            j.budget_tokens.is_(None) | ((j.prompt_tokens + j.completion_tokens) < j.budget_tokens),
+            j.budget_usd.is_(None) | (j.cost_usd < j.budget_usd),
+        )
 
     def _max_steps(self, job: Job) -> int:
         return self._max_steps_of(job.options)
@@ -273,11 +286,11 @@ class Transitions:
     def _add_usage(self, s: Session, job_id: str, usage: Usage) -> None:
         if usage:
             s.execute(
-                update(Job)
-                .where(Job.id == job_id)
+                update(jobs)
+                .where(jobs.c.id == job_id)
                 .values(
-                    prompt_tokens=Job.prompt_tokens + usage.prompt_tokens,
-                    completion_tokens=Job.completion_tokens + usage.completion_tokens,
-                    cost_usd=Job.cost_usd + usage.cost_usd,
+                    prompt_tokens=jobs.c.prompt_tokens + usage.prompt_tokens,
+                    completion_tokens=jobs.c.completion_tokens + usage.completion_tokens,
+                    cost_usd=jobs.c.cost_usd + usage.cost_usd,
                 )
             )
