@@ -82,9 +82,10 @@ class StepRules(Transitions):
                 return None
             step, rnd = got, got
         else:
-            step = s.execute(lease.returning(*mine)).first()
-            if step is None:
+            leased = s.execute(lease.returning(*mine)).first()
+            if leased is None:
                 return None
+            step = leased
             rnd = s.execute(
                 select(*theirs)
                 .join_from(rounds, chains, chains.c.id == rounds.c.chain_id)
