@@ -31,7 +31,7 @@ class JobRules(Transitions):
         with self.sessions.begin() as s:
             started = s.execute(
                 update(jobs)
-                .where(jobs.c.id.in_(job_ids), jobs.c.status == JobStatus.QUEUED)
+                .where(self._among(jobs.c.id, sorted(job_ids)), jobs.c.status == JobStatus.QUEUED)
                 .values(
                     status=JobStatus.RUNNING,
                     started_at=now(),

@@ -100,7 +100,7 @@ class StepRules(Transitions):
                 i: (subtask, output or "")
                 for i, subtask, output in s.execute(
                     select(c.step_index, c.subtask, c.output).where(
-                        c.round_id == step.round_id, c.step_index.in_(step.dependencies)
+                        c.round_id == step.round_id, self._among(c.step_index, step.dependencies)
                     )
                 )
             }

@@ -5,10 +5,11 @@ delivery changes nothing. Each method runs inside the caller's transaction and r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, CursorResult, and_, case, insert, literal, select, update
+from sqlalchemy import ARRAY, ColumnElement, CursorResult, any_, bindparam, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.config.pool import Pool
@@ -18,6 +19,7 @@ from conductor.domain.errors import BudgetExceeded
 from conductor.domain.states import ChainStatus, RoundKind, RoundStatus, StepStatus
 from conductor.domain.usage import Usage
 from conductor.domain.workflow import Workflow
+from conductor.engine import statements as sql
 from conductor.store import queries
 from conductor.store.models import Chain, Job, Round
 from conductor.store.tables import chains, jobs, rounds, steps
@@ -25,9 +27,9 @@ from conductor.store.tables import chains, jobs, rounds, steps
 NESTED = "nested"  #: `claimed_by` of a step whose work is a nested Conductor chain
 
 
-def updated(s: Session, statement: Any) -> int:
+def updated(s: Session, statement: Any, params: dict[str, Any] | None = None) -> int:
     """Run a guarded UPDATE and say how many rows it changed (0: another delivery got there first)."""
-    result = cast(CursorResult[Any], s.execute(statement))
+    result = cast(CursorResult[Any], s.execute(statement, params))
     return int(result.rowcount)
 
 
@@ -57,6 +59,13 @@ class Transitions:
         bind = sessions.kw.get("bind")
         #: PostgreSQL runs some transitions as one statement where SQLite needs two (see `_claim_step`).
         self.postgres = bind is not None and bind.dialect.name == "postgresql"
+
+    def _among(self, column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
+        """`column IN values`. On PostgreSQL `= ANY(:array)`, one bound array: SQLAlchemy renders an
+        expanding IN list anew on every execution, and that was a tenth of a step's CPU."""
+        if self.postgres:
+            return column == any_(bindparam(None, list(values), type_=ARRAY(column.type)))
+        return column.in_(values)
 
     # -- opening ---------------------------------------------------------------------------
     def _new_round(self, s: Session, chain: Chain, kind: RoundKind) -> Round:
@@ -109,20 +118,17 @@ class Transitions:
     # -- steps -----------------------------------------------------------------------------
     def _complete_step(self, s: Session, step_id: int, output: str, model: str | None, usage: Usage) -> Effects:
         row = s.execute(
-            update(steps)
-            .where(steps.c.id == step_id, steps.c.status == StepStatus.RUNNING)
-            .values(
-                status=StepStatus.DONE,
-                output=output,
-                model=model,
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                cost_usd=usage.cost_usd,
-                latency_s=usage.latency_s,
-                finished_at=now(),
-                lease_until=None,
-            )
-            .returning(steps.c.round_id, steps.c.step_index, steps.c.job_id)
+            sql.COMPLETE_STEP,
+            {
+                "p_step": step_id,
+                "p_output": output,
+                "p_model": model,
+                "p_prompt_tokens": usage.prompt_tokens,
+                "p_completion_tokens": usage.completion_tokens,
+                "p_cost_usd": usage.cost_usd,
+                "p_latency_s": usage.latency_s,
+                "p_t": now(),
+            },
         ).first()
         if row is None:
             return Effects()  # already recorded by an earlier delivery
@@ -136,12 +142,7 @@ class Transitions:
     def _count_on_round(self, s: Session, round_id: int, index: int, output: str) -> Effects:
         """Count a finished step on its round (while the round runs), release its successors and
         finish the round with its last step's output once every step is done."""
-        counted = s.execute(
-            update(rounds)
-            .where(rounds.c.id == round_id, rounds.c.status == RoundStatus.RUNNING)
-            .values(steps_done=rounds.c.steps_done + 1)
-            .returning(rounds.c.steps_done, rounds.c.n_steps, rounds.c.workflow)
-        ).first()
+        counted = s.execute(sql.COUNT_ON_ROUND, {"p_round": round_id}).first()
         if counted is None:
             return Effects()  # the round already failed: its other steps were skipped
         done, total, workflow = counted
@@ -164,16 +165,9 @@ class Transitions:
         successors = Workflow.from_lists(**(workflow or {})).successors(index)
         if not successors:
             return []
-        last_dep = (steps.c.pending_deps == 1) & (steps.c.status == StepStatus.PENDING)
         released = s.execute(
-            update(steps)
-            .where(steps.c.round_id == round_id, steps.c.step_index.in_(successors))
-            .values(
-                pending_deps=steps.c.pending_deps - 1,
-                status=case((last_dep, literal(StepStatus.READY, steps.c.status.type)), else_=steps.c.status),
-                ready_at=case((last_dep, literal(now(), steps.c.ready_at.type)), else_=steps.c.ready_at),
-            )
-            .returning(steps.c.id, steps.c.pending_deps, steps.c.status)
+            sql.release_successors(self.postgres),
+            {"p_round": round_id, "p_successors": list(successors), "p_t": now()},
         ).all()
         return [sid for sid, pending, status in released if pending == 0 and status == StepStatus.READY]
 
@@ -258,23 +252,11 @@ class Transitions:
     # -- jobs ------------------------------------------------------------------------------
     def _reserve(self, s: Session, job_id: str) -> BudgetExceeded | None:
         """`reserve_call` inside the caller's transaction: None if admitted, else why not."""
-        admitted = updated(
-            s,
-            update(jobs).where(jobs.c.id == job_id, self._has_budget()).values(model_calls=jobs.c.model_calls + 1),
-        )
+        admitted = updated(s, sql.RESERVE_CALL, {"p_job": job_id, "p_max_calls": self.settings.max_model_calls})
         if admitted:
             return None
         spent = budget_spent(s.get_one(Job, job_id), self.settings.max_model_calls)
         return spent or BudgetExceeded("a budget ran out while this call was admitted")
-
-    def _has_budget(self) -> ColumnElement[bool]:
-        """A job row with room for one more model call under every budget."""
-        j = jobs.c
-        return and_(
-            j.model_calls < self.settings.max_model_calls,
-            j.budget_tokens.is_(None) | ((j.prompt_tokens + j.completion_tokens) < j.budget_tokens),
-            j.budget_usd.is_(None) | (j.cost_usd < j.budget_usd),
-        )
 
     def _max_steps(self, job: Job) -> int:
         return self._max_steps_of(job.options)
@@ -286,11 +268,11 @@ class Transitions:
     def _add_usage(self, s: Session, job_id: str, usage: Usage) -> None:
         if usage:
             s.execute(
-                update(jobs)
-                .where(jobs.c.id == job_id)
-                .values(
-                    prompt_tokens=jobs.c.prompt_tokens + usage.prompt_tokens,
-                    completion_tokens=jobs.c.completion_tokens + usage.completion_tokens,
-                    cost_usd=jobs.c.cost_usd + usage.cost_usd,
-                )
+                sql.ADD_USAGE,
+                {
+                    "p_job": job_id,
+                    "p_prompt_tokens": usage.prompt_tokens,
+                    "p_completion_tokens": usage.completion_tokens,
+                    "p_cost_usd": usage.cost_usd,
+                },
             )
