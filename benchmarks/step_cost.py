@@ -120,9 +120,9 @@ def run(args: argparse.Namespace) -> dict[str, float]:
             wait_done(runtime.sessions, warm)
             spy = None
             if args.py_spy:
+                spy_args = ["record", "-p", str(os.getpid()), "-d", str(args.spy_s), "-f", "raw", "-o", args.py_spy]
                 spy = subprocess.Popen(
-                    [args.py_spy_bin, "record", "-p", str(os.getpid()), "-d", str(args.spy_s), "-f", "raw"]
-                    + ["-o", args.py_spy, "--gil", "--nonblocking"],
+                    [args.py_spy_bin, *spy_args, "--gil", "--nonblocking"],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )

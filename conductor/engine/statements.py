@@ -47,7 +47,7 @@ def release_successors(postgres: bool) -> Update:
 #: Record a running step's output (`p_step`); returns where to count it.
 COMPLETE_STEP = (
     update(steps)
-    .where(S.id == bindparam("p_step"), S.status == StepStatus.RUNNING)
+    .where(S.id == bindparam("p_step"), S.status.in_([StepStatus.RUNNING, StepStatus.DELEGATED]))
     .values(
         status=StepStatus.DONE,
         output=bindparam("p_output", type_=S.output.type),

@@ -12,9 +12,9 @@ from conductor.domain.effects import Effects, StepTask
 from conductor.domain.prompts import expand_question
 from conductor.domain.states import RoundKind, RoundStatus, StepStatus
 from conductor.domain.usage import Usage
-from conductor.engine.transitions import NESTED, Transitions, now
+from conductor.engine.transitions import Transitions, now, updated
 from conductor.store import queries
-from conductor.store.models import Chain, Step
+from conductor.store.models import Chain
 from conductor.store.tables import chains, jobs, rounds, steps
 
 PREVIOUS_ANSWER = "Previous round's final answer (to check or improve)"
@@ -57,7 +57,7 @@ class StepRules(Transitions):
             .values(
                 status=StepStatus.RUNNING,
                 attempts=c.attempts + 1,
-                claimed_by=host,
+                lease_holder=host,
                 started_at=t,
                 lease_until=t + timedelta(seconds=self.settings.step_lease_s),
             )
@@ -124,11 +124,16 @@ class StepRules(Transitions):
     def start_nested(self, task: StepTask) -> Effects:
         """Run a Conductor-as-worker step as a nested chain; its answer completes the step."""
         with self.sessions.begin() as s:
-            # No lease while the child chain works: the child's own rounds and steps are leased.
-            s.execute(update(Step).where(Step.id == task.step_id).values(lease_until=None, claimed_by=NESTED))
-            existing = s.scalar(select(Chain).where(Chain.parent_step_id == task.step_id))
-            if existing is not None:
-                return Effects()
+            # No lease while the child chain works: the child's own rounds and steps are leased. The
+            # chain's end completes or fails the step (`_finish_chain`); the reaper leaves it alone.
+            delegated = updated(
+                s,
+                update(steps)
+                .where(steps.c.id == task.step_id, steps.c.status == StepStatus.RUNNING)
+                .values(status=StepStatus.DELEGATED, lease_until=None),
+            )
+            if not delegated:
+                return Effects()  # ended meanwhile (cancelled), or delegated by an earlier delivery
             chain = Chain(
                 job_id=task.job_id,
                 sample_index=0,

@@ -24,7 +24,8 @@ from conductor.store import queries
 from conductor.store.models import Chain, Job, Round
 from conductor.store.tables import chains, jobs, rounds, steps
 
-NESTED = "nested"  #: `claimed_by` of a step whose work is a nested Conductor chain
+#: A step that may still fail: ready, leased, or delegated to a nested workflow.
+LIVE_STEP_WORK = (StepStatus.READY, StepStatus.RUNNING, StepStatus.DELEGATED)
 
 
 def updated(s: Session, statement: Any, params: dict[str, Any] | None = None) -> int:
@@ -174,7 +175,7 @@ class Transitions:
     def _fail_step(self, s: Session, step_id: int, error: str) -> Effects:
         row = s.execute(
             update(steps)
-            .where(steps.c.id == step_id, steps.c.status.in_([StepStatus.RUNNING, StepStatus.READY]))
+            .where(steps.c.id == step_id, steps.c.status.in_(LIVE_STEP_WORK))
             .values(status=StepStatus.FAILED, error=error, finished_at=now(), lease_until=None)
             .returning(steps.c.round_id)
         ).first()
