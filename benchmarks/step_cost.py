@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +42,16 @@ class SqlCounter:
 
         self.statements = 0
         self.commits = 0
+        self.shapes: Counter[str] = Counter()
         self.counting = False
         self._lock = threading.Lock()
 
         @event.listens_for(engine, "before_cursor_execute")
-        def _stmt(*_a: Any) -> None:
+        def _stmt(_conn: Any, _cursor: Any, statement: str, *_a: Any) -> None:
             if self.counting:
                 with self._lock:
                     self.statements += 1
+                    self.shapes[" ".join(statement.split()[:4])[:60]] += 1
 
         @event.listens_for(engine, "commit")
         def _commit(*_a: Any) -> None:
@@ -82,7 +85,7 @@ def wait_done(sessions: Any, ids: list[str], poll_s: float = 0.2, timeout: float
         time.sleep(poll_s)
 
 
-def run(args: argparse.Namespace) -> dict[str, float]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     import redis
 
     from benchmarks.orchestration_overhead import scripted_server
@@ -142,6 +145,7 @@ def run(args: argparse.Namespace) -> dict[str, float]:
         "statements_per_step": counter.statements / steps,
         "commits_per_step": counter.commits / steps,
         "wall_s": wall,
+        "shapes": {k: v / args.jobs for k, v in counter.shapes.most_common()},
     }
 
 
@@ -152,11 +156,15 @@ def main() -> None:
     ap.add_argument("--sqlite", action="store_true", help="The embedded SQLite store instead of PostgreSQL.")
     ap.add_argument("--memory", action="store_true", help="The memory:// broker instead of Redis.")
     ap.add_argument("--litellm", action="store_true", help="Every call through litellm (direct_openai off).")
+    ap.add_argument("--statements", action="store_true", help="Also list the statements a job runs, by shape.")
     ap.add_argument("--py-spy", help="Write py-spy raw samples (--gil) of this process here.")
     ap.add_argument("--py-spy-bin", default="py-spy")
     ap.add_argument("--spy-s", type=int, default=15)
     args = ap.parse_args()
     r = run(args)
+    if args.statements:
+        for shape, per_job in r["shapes"].items():
+            print(f"{per_job:6.2f}/job  {shape}")
     print(
         f"{r['jobs']} jobs: {r['cpu_ms_per_step']:.2f} CPU ms/step, {r['statements_per_step']:.2f} statements/step, "
         f"{r['commits_per_step']:.2f} commits/step ({r['wall_s']:.1f} s wall, loaded machine: not a speed figure)"

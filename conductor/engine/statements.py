@@ -11,12 +11,14 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ARRAY, Integer, Update, and_, any_, bindparam, case, literal, update
+from sqlalchemy import ARRAY, Integer, Select, Update, and_, any_, bindparam, case, exists, literal, select, update
 
 from conductor.domain.states import RoundStatus, StepStatus
-from conductor.store.tables import jobs, rounds, steps
+from conductor.store.tables import chains, jobs, rounds, steps
 
 S, R, J = steps.c, rounds.c, jobs.c
+#: What a step's task needs from its own row.
+STEP_TASK_COLUMNS = (S.round_id, S.job_id, S.worker_index, S.worker_name, S.subtask, S.access, S.dependencies)
 
 
 def among(column: Any, name: str, postgres: bool) -> Any:
@@ -81,16 +83,69 @@ ADD_USAGE = (
     )
 )
 
-#: Count one model call on job `p_job` if every budget has room (at most `p_max_calls` calls).
-RESERVE_CALL = (
-    update(jobs)
-    .where(
-        J.id == bindparam("p_job"),
-        and_(
-            J.model_calls < bindparam("p_max_calls", type_=Integer),
-            J.budget_tokens.is_(None) | ((J.prompt_tokens + J.completion_tokens) < J.budget_tokens),
-            J.budget_usd.is_(None) | (J.cost_usd < J.budget_usd),
-        ),
-    )
-    .values(model_calls=J.model_calls + 1)
+#: Room for one more model call under every budget (at most `p_max_calls` calls), and counting that
+#: call on job `p_job`.
+HAS_BUDGET = and_(
+    J.model_calls < bindparam("p_max_calls", type_=Integer),
+    J.budget_tokens.is_(None) | ((J.prompt_tokens + J.completion_tokens) < J.budget_tokens),
+    J.budget_usd.is_(None) | (J.cost_usd < J.budget_usd),
 )
+RESERVE_CALL = update(jobs).where(J.id == bindparam("p_job"), HAS_BUDGET).values(model_calls=J.model_calls + 1)
+
+
+def _leasing_step() -> Any:
+    """Lease step `p_step` for `p_host` until `p_until` if it is ready or its lease ran out (at
+    `p_t`), returning what its task needs from the step, its round and its chain (PostgreSQL)."""
+    leasable = (S.status == StepStatus.READY) | ((S.status == StepStatus.RUNNING) & (S.lease_until < bindparam("p_t")))
+    return (
+        update(steps)
+        .where(S.id == bindparam("p_step"), leasable, R.id == S.round_id, chains.c.id == R.chain_id)
+        .values(
+            status=StepStatus.RUNNING,
+            attempts=S.attempts + 1,
+            lease_holder=bindparam("p_host", type_=S.lease_holder.type),
+            started_at=bindparam("p_t", type_=S.started_at.type),
+            lease_until=bindparam("p_until", type_=S.lease_until.type),
+        )
+        .returning(
+            *STEP_TASK_COLUMNS,
+            R.status.label("round_status"),
+            R.kind.label("round_kind"),
+            R.chain_id,
+            R.round_index,
+            chains.c.depth,
+            chains.c.question,
+        )
+    )
+
+
+@cache
+def lease_step() -> Update:
+    """PostgreSQL: `_leasing_step` alone (a claim that counts no call)."""
+    stmt: Update = _leasing_step()
+    return stmt
+
+
+@cache
+def lease_and_reserve_step() -> Select[Any]:
+    """PostgreSQL: lease step `p_step` for `p_host` until `p_until` (if ready, or its lease ran out),
+    read what its task needs from the step, its round and chain, and count the model call it will
+    make on its job if every budget has room, in one statement.
+
+    Rows are locked in the transitions' order: the step, then the job (the round and chain are
+    read, not locked). No call is counted for a step whose round ended or that runs as a nested
+    workflow (a Conductor-as-worker step, index `p_conductor_index`, below depth `p_max_depth`).
+    `reserved` is false where a budget is spent (or no call was due).
+    """
+    leased = _leasing_step().cte("leased")
+    nested = (leased.c.worker_index == bindparam("p_conductor_index", type_=Integer)) & (
+        leased.c.depth < bindparam("p_max_depth", type_=Integer)
+    )
+    reserved = (
+        update(jobs)
+        .where(J.id == leased.c.job_id, HAS_BUDGET, leased.c.round_status == RoundStatus.RUNNING, ~nested)
+        .values(model_calls=J.model_calls + 1)
+        .returning(J.id)
+        .cte("reserved")
+    )
+    return select(leased, exists(select(reserved.c.id)).label("reserved"))

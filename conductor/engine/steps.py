@@ -12,6 +12,7 @@ from conductor.domain.effects import Effects, StepTask
 from conductor.domain.prompts import expand_question
 from conductor.domain.states import RoundKind, RoundStatus, StepStatus
 from conductor.domain.usage import Usage
+from conductor.engine import statements as sql
 from conductor.engine.transitions import Transitions, now, updated
 from conductor.store import queries
 from conductor.store.models import Chain
@@ -24,19 +25,20 @@ class StepRules(Transitions):
     def claim_step(self, step_id: int, host: str = "") -> StepTask | None:
         """Lease a ready step (or one whose lease ran out) for the Celery host `host`."""
         with self.sessions.begin() as s:
-            return self._claim_step(s, step_id, host)
+            return self._claim_step(s, step_id, host)[0]
 
     def lease_step(self, step_id: int, host: str = "") -> tuple[StepTask | None, Effects]:
-        """`claim_step` and, unless the step runs as a nested chain, `reserve_call`, in one transaction.
+        """`claim_step` and, unless the step runs as a nested chain, `reserve_call`, in one transaction
+        (on PostgreSQL in one statement).
 
         Returns the task to run, or None and what followed: another host holds the step, its
         round ended, or the job's budget is spent (the step then fails in this transaction).
         """
         with self.sessions.begin() as s:
-            task = self._claim_step(s, step_id, host)
-            if task is None or self.runs_nested(task):
+            task, reserved = self._claim_step(s, step_id, host, reserve=True)
+            if task is None or self.runs_nested(task) or reserved:
                 return task, Effects()
-            spent = self._reserve(s, task.job_id)
+            spent = self._reserve(s, task.job_id) if reserved is None else self._why_not_reserved(s, task.job_id)
             if spent is None:
                 return task, Effects()
             return None, self._fail_step(s, step_id, str(spent))
@@ -45,55 +47,67 @@ class StepRules(Transitions):
         """A Conductor-as-worker step below the depth cap runs as a nested chain (no model call here)."""
         return self.pool.is_conductor_index(task.worker_index) and task.depth < self.settings.max_depth
 
-    def _claim_step(self, s: Session, step_id: int, host: str) -> StepTask | None:
+    def _claim_step(
+        self, s: Session, step_id: int, host: str, *, reserve: bool = False
+    ) -> tuple[StepTask | None, bool | None]:
+        """The leased step's task, and whether its model call was counted on the job (None: not
+        asked, or not yet: SQLite counts it in a statement of its own, `_reserve`)."""
         t = now()
+        until = t + timedelta(seconds=self.settings.step_lease_s)
         c = steps.c
-        lease = (
-            update(steps)
-            .where(
-                c.id == step_id,
-                (c.status == StepStatus.READY) | ((c.status == StepStatus.RUNNING) & (c.lease_until < t)),
-            )
-            .values(
-                status=StepStatus.RUNNING,
-                attempts=c.attempts + 1,
-                lease_holder=host,
-                started_at=t,
-                lease_until=t + timedelta(seconds=self.settings.step_lease_s),
-            )
-        )
-        mine = (c.round_id, c.job_id, c.worker_index, c.worker_name, c.subtask, c.access, c.dependencies)
-        theirs = (
-            rounds.c.status,
-            rounds.c.kind,
-            rounds.c.chain_id,
-            rounds.c.round_index,
-            chains.c.depth,
-            chains.c.question,
-        )
-        # The lease and everything the task needs from the step, its round and its chain: one
-        # UPDATE ... FROM on PostgreSQL; SQLite's RETURNING cannot name the FROM tables, so there
-        # the round and chain are a second statement. The dependencies' outputs (if any) follow.
+        reserved: bool | None = None
+        # The lease and everything the task needs from the step, its round and its chain (and with
+        # `reserve`, the call counted on the job): one statement on PostgreSQL. SQLite's RETURNING
+        # cannot name an UPDATE's FROM tables nor run in a CTE: there the round and chain are read
+        # by a second statement. The dependencies' outputs (if any) follow.
         if self.postgres:
-            got = s.execute(
-                lease.where(rounds.c.id == c.round_id, chains.c.id == rounds.c.chain_id).returning(*mine, *theirs)
-            ).first()
+            params = {"p_step": step_id, "p_t": t, "p_until": until, "p_host": host}
+            if reserve:
+                index = len(self.pool.workers) if self.pool.conductor.in_pool else -1
+                params |= {"p_conductor_index": index, "p_max_depth": self.settings.max_depth}
+                got = s.execute(
+                    sql.lease_and_reserve_step(), params | {"p_max_calls": self.settings.max_model_calls}
+                ).first()
+                reserved = bool(got.reserved) if got is not None else None
+            else:
+                got = s.execute(sql.lease_step(), params).first()
             if got is None:
-                return None
-            step, rnd = got, got
+                return None, None
+            step = rnd = got
         else:
-            leased = s.execute(lease.returning(*mine)).first()
+            lease = (
+                update(steps)
+                .where(
+                    c.id == step_id,
+                    (c.status == StepStatus.READY) | ((c.status == StepStatus.RUNNING) & (c.lease_until < t)),
+                )
+                .values(
+                    status=StepStatus.RUNNING,
+                    attempts=c.attempts + 1,
+                    lease_holder=host,
+                    started_at=t,
+                    lease_until=until,
+                )
+            )
+            leased = s.execute(lease.returning(*sql.STEP_TASK_COLUMNS)).first()
             if leased is None:
-                return None
+                return None, None
             step = leased
             rnd = s.execute(
-                select(*theirs)
+                select(
+                    rounds.c.status.label("round_status"),
+                    rounds.c.kind.label("round_kind"),
+                    rounds.c.chain_id,
+                    rounds.c.round_index,
+                    chains.c.depth,
+                    chains.c.question,
+                )
                 .join_from(rounds, chains, chains.c.id == rounds.c.chain_id)
                 .where(rounds.c.id == step.round_id)
             ).one()
-        if rnd.status != RoundStatus.RUNNING:
+        if rnd.round_status != RoundStatus.RUNNING:
             s.execute(update(steps).where(c.id == step_id).values(status=StepStatus.SKIPPED))
-            return None
+            return None, None
         context: list[tuple[str, str]] = []
         if step.dependencies:
             outputs = {
@@ -107,11 +121,11 @@ class StepRules(Transitions):
             context = [
                 (expand_question(sub, rnd.question), out) for sub, out in (outputs[i] for i in step.dependencies)
             ]
-        if step.access == "all" and rnd.kind == RoundKind.REPLAN:
+        if step.access == "all" and rnd.round_kind == RoundKind.REPLAN:
             previous = queries.latest_answer_round(s, rnd.chain_id, before=rnd.round_index)
             if previous is not None:
                 context.insert(0, (PREVIOUS_ANSWER, previous.answer or ""))
-        return StepTask(
+        task = StepTask(
             step_id=step_id,
             job_id=step.job_id,
             worker_index=step.worker_index,
@@ -120,6 +134,7 @@ class StepRules(Transitions):
             context=context,
             depth=rnd.depth,
         )
+        return task, reserved
 
     def start_nested(self, task: StepTask) -> Effects:
         """Run a Conductor-as-worker step as a nested chain; its answer completes the step."""

@@ -254,8 +254,10 @@ class Transitions:
     def _reserve(self, s: Session, job_id: str) -> BudgetExceeded | None:
         """`reserve_call` inside the caller's transaction: None if admitted, else why not."""
         admitted = updated(s, sql.RESERVE_CALL, {"p_job": job_id, "p_max_calls": self.settings.max_model_calls})
-        if admitted:
-            return None
+        return None if admitted else self._why_not_reserved(s, job_id)
+
+    def _why_not_reserved(self, s: Session, job_id: str) -> BudgetExceeded:
+        """The budget that kept a call from being counted on the job."""
         spent = budget_spent(s.get_one(Job, job_id), self.settings.max_model_calls)
         return spent or BudgetExceeded("a budget ran out while this call was admitted")
 
