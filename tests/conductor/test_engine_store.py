@@ -158,3 +158,31 @@ def test_a_lease_counts_one_model_call_on_the_job_and_a_spent_budget_fails_the_s
             assert step.status == "failed" and "model calls" in (step.error or ""), store
         finally:
             runtime.close()
+
+
+def test_a_step_handed_to_a_nested_workflow_is_delegated_unleased_and_ends_with_that_workflow(tmp_path, request):
+    for store in ("sqlite", "postgresql"):
+        url = None if store == "sqlite" else request.getfixturevalue("pg_url")
+        settings = Settings(home=tmp_path / store, database_url=url, recursion=False, max_depth=1, ready_grace_s=0.01)
+        pool = scripted_pool("http://127.0.0.1:9/v1", in_pool=True)
+        runtime = Runtime(settings, pool=pool)
+        runtime.migrate()
+        engine = runtime.engine
+        try:
+            nest = {"model_id": [len(pool.workers)], "subtasks": ["think"], "access_list": [[]]}
+            job_id, _ = Service(runtime, NoQueue()).submit(Problem(question="q"), JobSpec(options={"workflow": nest}))
+            (sid,) = engine.start_job(job_id).steps
+            task, _ = engine.lease_step(sid, "h1")
+            assert task is not None and engine.runs_nested(task), store
+            (nested_round,) = engine.start_nested(task).plans
+            assert not engine.start_nested(task), f"{store}: a second delivery starts no second workflow"
+            with runtime.sessions() as s:
+                step = s.get_one(Step, sid)
+                assert (step.status, step.lease_holder, step.lease_until) == ("delegated", "h1", None), store
+            assert sid not in engine.recover().steps, f"{store}: the reaper leaves a delegated step alone"
+            assert engine.lease_step(sid, "h2") == (None, Effects()), store
+            assert engine.fail_round(nested_round, "no plan").finalize == [job_id], store
+            with runtime.sessions() as s:
+                assert s.get_one(Step, sid).status == "failed", store
+        finally:
+            runtime.close()
