@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import insert, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from conductor.domain.effects import Effects
 from conductor.domain.problem import Problem
 from conductor.domain.states import ChainStatus, JobStatus, RoundKind, RoundStatus
 from conductor.domain.workflow import Workflow
-from conductor.engine.transitions import Transitions, budget_spent, now, updated
+from conductor.engine.transitions import Transitions, budget_spent, inserted_ids, now, updated
 from conductor.store import queries
 from conductor.store.models import Job, Tenant
 from conductor.store.tables import chains, jobs, rounds
@@ -46,42 +46,30 @@ class JobRules(Transitions):
                 return eff
             samples = [(job_id, sample, options) for job_id, _, n, options in started for sample in range(n)]
             questions = {job_id: Problem.model_validate(problem).question for job_id, problem, _, _ in started}
-            chain_ids = (
-                s.execute(
-                    insert(chains).returning(chains.c.id, sort_by_parameter_order=True),
-                    [
-                        {
-                            "job_id": job_id,
-                            "sample_index": sample,
-                            "depth": 0,
-                            "question": questions[job_id],
-                            "rounds_used": 1,
-                        }
-                        for job_id, sample, _ in samples
-                    ],
-                )
-                .scalars()
-                .all()
+            chain_ids = inserted_ids(
+                s,
+                chains,
+                [
+                    {"job_id": job, "sample_index": sample, "depth": 0, "question": questions[job], "rounds_used": 1}
+                    for job, sample, _ in samples
+                ],
             )
             fixed = [_fixed_workflow(options) for _, _, options in samples]
-            round_ids = (
-                s.execute(
-                    insert(rounds).returning(rounds.c.id, sort_by_parameter_order=True),
-                    [
-                        {
-                            "chain_id": chain_id,
-                            "job_id": job_id,
-                            "round_index": 0,
-                            "kind": RoundKind.FIXED if wf else RoundKind.PLAN,
-                            "status": RoundStatus.RUNNING if wf else RoundStatus.PLANNING,
-                            "workflow": wf.to_lists() if wf else None,
-                            "n_steps": len(wf.steps) if wf else 0,
-                        }
-                        for chain_id, (job_id, _, _), wf in zip(chain_ids, samples, fixed, strict=True)
-                    ],
-                )
-                .scalars()
-                .all()
+            round_ids = inserted_ids(
+                s,
+                rounds,
+                [
+                    {
+                        "chain_id": chain_id,
+                        "job_id": job_id,
+                        "round_index": 0,
+                        "kind": RoundKind.FIXED if wf else RoundKind.PLAN,
+                        "status": RoundStatus.RUNNING if wf else RoundStatus.PLANNING,
+                        "workflow": wf.to_lists() if wf else None,
+                        "n_steps": len(wf.steps) if wf else 0,
+                    }
+                    for chain_id, (job_id, _, _), wf in zip(chain_ids, samples, fixed, strict=True)
+                ],
             )
             for round_id, (job_id, _, _), wf in zip(round_ids, samples, fixed, strict=True):
                 if wf:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import ARRAY, ColumnElement, CursorResult, any_, bindparam, insert, select, update
+from sqlalchemy import ARRAY, ColumnElement, CursorResult, Table, any_, bindparam, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.config.pool import Pool
@@ -32,6 +32,12 @@ def updated(s: Session, statement: Any, params: dict[str, Any] | None = None) ->
     """Run a guarded UPDATE and say how many rows it changed (0: another delivery got there first)."""
     result = cast(CursorResult[Any], s.execute(statement, params))
     return int(result.rowcount)
+
+
+def inserted_ids(s: Session, table: Table, rows: list[dict[str, Any]]) -> list[int]:
+    """INSERT `rows` in one statement; their new ids, in the order of `rows`."""
+    returning = insert(table).returning(table.c.id, sort_by_parameter_order=True)
+    return list(s.execute(returning, rows).scalars().all())
 
 
 def now() -> datetime:
@@ -113,7 +119,7 @@ class Transitions:
                     "ready_at": t if not deps else None,
                 }
             )
-        ids = s.execute(insert(steps).returning(steps.c.id, sort_by_parameter_order=True), rows).scalars().all()
+        ids = inserted_ids(s, steps, rows)
         return [sid for sid, row in zip(ids, rows, strict=True) if not row["dependencies"]]
 
     # -- steps -----------------------------------------------------------------------------
