@@ -11,7 +11,21 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ARRAY, Integer, Select, Update, and_, any_, bindparam, case, exists, literal, select, update
+from sqlalchemy import (
+    ARRAY,
+    Integer,
+    Select,
+    Update,
+    and_,
+    any_,
+    bindparam,
+    case,
+    exists,
+    literal,
+    select,
+    true,
+    update,
+)
 
 from conductor.domain.states import RoundStatus, StepStatus
 from conductor.store.tables import chains, jobs, rounds, steps
@@ -149,3 +163,18 @@ def lease_and_reserve_step() -> Select[Any]:
         .cte("reserved")
     )
     return select(leased, exists(select(reserved.c.id)).label("reserved"))
+
+
+@cache
+def complete_and_count() -> Select[Any]:
+    """PostgreSQL: `COMPLETE_STEP` and `COUNT_ON_ROUND` in one statement, locking the step, then its
+    round. No row: the step was already recorded; `steps_done` NULL: its round no longer runs."""
+    done = COMPLETE_STEP.cte("done")
+    counted = (
+        update(rounds)
+        .where(R.id == done.c.round_id, R.status == RoundStatus.RUNNING)
+        .values(steps_done=R.steps_done + 1)
+        .returning(R.steps_done, R.n_steps, R.workflow)
+        .cte("counted")
+    )
+    return select(done, counted).select_from(done.outerjoin(counted, true()))

@@ -124,35 +124,40 @@ class Transitions:
 
     # -- steps -----------------------------------------------------------------------------
     def _complete_step(self, s: Session, step_id: int, output: str, model: str | None, usage: Usage) -> Effects:
-        row = s.execute(
-            sql.COMPLETE_STEP,
-            {
-                "p_step": step_id,
-                "p_output": output,
-                "p_model": model,
-                "p_prompt_tokens": usage.prompt_tokens,
-                "p_completion_tokens": usage.completion_tokens,
-                "p_cost_usd": usage.cost_usd,
-                "p_latency_s": usage.latency_s,
-                "p_t": now(),
-            },
-        ).first()
-        if row is None:
-            return Effects()  # already recorded by an earlier delivery
-        round_id, index, job_id = row
-        eff = self._count_on_round(s, round_id, index, output)
+        params = {
+            "p_step": step_id,
+            "p_output": output,
+            "p_model": model,
+            "p_prompt_tokens": usage.prompt_tokens,
+            "p_completion_tokens": usage.completion_tokens,
+            "p_cost_usd": usage.cost_usd,
+            "p_latency_s": usage.latency_s,
+            "p_t": now(),
+        }
+        if self.postgres:  # the step recorded and counted on its round in one statement
+            row = s.execute(sql.complete_and_count(), params).first()
+            if row is None:
+                return Effects()  # already recorded by an earlier delivery
+            round_id, index, job_id, done, total, workflow = row
+            counted = None if done is None else (done, total, workflow)
+        else:
+            recorded = s.execute(sql.COMPLETE_STEP, params).first()
+            if recorded is None:
+                return Effects()
+            round_id, index, job_id = recorded
+            counted = s.execute(sql.COUNT_ON_ROUND, {"p_round": round_id}).first()
+        # Nothing counted: the round already failed, and its other steps were skipped.
+        eff = Effects() if counted is None else self._after_count(s, round_id, index, output, *counted)
         # The job row last, in the order `_fail_step` locks rows too (the step, its round, the
         # round's other steps, the chain, the job): a completion and a failure never deadlock.
         self._add_usage(s, job_id, usage)
         return eff
 
-    def _count_on_round(self, s: Session, round_id: int, index: int, output: str) -> Effects:
-        """Count a finished step on its round (while the round runs), release its successors and
-        finish the round with its last step's output once every step is done."""
-        counted = s.execute(sql.COUNT_ON_ROUND, {"p_round": round_id}).first()
-        if counted is None:
-            return Effects()  # the round already failed: its other steps were skipped
-        done, total, workflow = counted
+    def _after_count(
+        self, s: Session, round_id: int, index: int, output: str, done: int, total: int, workflow: Any
+    ) -> Effects:
+        """A step counted on its running round: release its successors, and finish the round with
+        its last step's output once every step is done."""
         eff = Effects(steps=self._release_successors(s, round_id, workflow, index))
         if done == total:
             last = output if index == total - 1 else None
