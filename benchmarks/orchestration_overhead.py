@@ -17,49 +17,39 @@ under the batch, and CPU seconds per task.
     python benchmarks/orchestration_overhead.py --latency 0 --jobs 400 --procs 1,2,4
     python benchmarks/orchestration_overhead.py --latency 0 --profile 20  # py-spy of worker 1, 20 s
     python benchmarks/orchestration_overhead.py --latency 0 --litellm   # + every call through litellm
+    python benchmarks/orchestration_overhead.py --figures               # issue 18's three figures
 
-Self-hosted OpenAI-protocol servers are called with the openai client by default
+Self-hosted OpenAI-protocol servers are called over plain httpx by default
 (`direct_openai`); `--litellm` adds, per system mode, a row with every call through litellm.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import multiprocessing as mp
 import os
-import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-FIXED: dict[str, dict[str, Any]] = {
-    "single": {"model_id": [0], "subtasks": ["answer it"], "access_list": [[]]},
-    "fanout": {
-        "model_id": [0, 1, 0, 1],
-        "subtasks": ["part A", "part B", "part C", "combine"],
-        "access_list": [[], [], [], [0, 1, 2]],
-    },
-    "chain4": {
-        "model_id": [0, 1, 0, 1],
-        "subtasks": ["draft", "check", "improve", "final"],
-        "access_list": [[], [0], [1], [2]],
-    },
-}
-KINDS = ["single", "fanout", "chain4", "replan"]
-#: model calls on each kind's critical path, and in all
-CRITICAL = {"single": 1, "fanout": 2, "chain4": 4, "replan": 3}
-CALLS = {"single": 1, "fanout": 4, "chain4": 4, "replan": 3}
-#: Celery tasks per job: solve + finalize + one per step + one per Conductor round
-TASKS = {"single": 3, "fanout": 6, "chain4": 6, "replan": 5}
+from benchmarks.overhead_jobs import (  # the jobs and the direct loop; FIXED is batch_scale's too
+    CALLS,
+    FIXED,
+    MIXES,
+    Result,
+    _kind,
+    _overhead_ms,
+    direct_loop,
+    idle_jobs,
+    use_mix,
+)
 
 
 # -- the scripted provider, in its own process ---------------------------------------------------
@@ -103,104 +93,6 @@ def scripted_server(delay: float) -> Iterator[str]:
             proc.kill()
 
 
-def _kind(i: int) -> str:
-    return KINDS[i % len(KINDS)]
-
-
-@dataclass
-class Result:
-    mode: str
-    jobs: int
-    seconds: float
-    latencies: list[float]
-    kinds: list[str]
-    cpu_s: float | None = None
-    idle_overhead_ms: float | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def jobs_per_s(self) -> float:
-        return self.jobs / self.seconds
-
-    @property
-    def tasks(self) -> int:
-        return sum(TASKS[k] for k in self.kinds)
-
-
-# -- (a) the direct asyncio loop ----------------------------------------------------------------
-async def _direct(pool: Any, n: int, concurrency: int, *, serial: bool = False) -> tuple[float, list[float], list[str]]:
-    import httpx
-
-    from conductor.domain.parser import parse_workflow
-    from conductor.domain.prompts import build_plan_messages, build_replan_messages, build_step_messages
-    from conductor.domain.workflow import Workflow
-
-    sem = asyncio.Semaphore(concurrency)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    cards = pool.cards()
-    async with httpx.AsyncClient(base_url=pool.conductor.api_base, limits=limits, timeout=60) as client:
-
-        async def call(spec: Any, messages: list[dict]) -> str:
-            body = {"model": spec.model.split("/", 1)[1], "messages": messages, "max_tokens": spec.max_tokens}
-            async with sem:
-                r = await client.post("/chat/completions", json=body)
-            r.raise_for_status()
-            return str(r.json()["choices"][0]["message"]["content"])
-
-        async def run_workflow(wf: Workflow) -> str:
-            outputs: dict[int, asyncio.Future[str]] = {}
-
-            async def step(st: Any) -> str:
-                deps = [await outputs[d] for d in st.dependencies()]
-                context = [(wf.steps[d].subtask, out) for d, out in zip(st.dependencies(), deps, strict=True)]
-                return await call(pool.workers[st.worker], build_step_messages(st.subtask, context))
-
-            for st in wf.steps:
-                outputs[st.index] = asyncio.ensure_future(step(st))
-            results = await asyncio.gather(*outputs.values())
-            return results[-1]
-
-        async def job(i: int, t0: float) -> float:
-            kind = _kind(i)
-            if kind in FIXED:
-                await run_workflow(Workflow.from_lists(**FIXED[kind]))
-            else:
-                question = f"[wf:single] q{i}"
-                text = await call(pool.conductor, build_plan_messages(question, cards, max_steps=5))
-                wf = parse_workflow(text, pool_size=len(cards), max_steps=5)
-                answer = await run_workflow(wf)
-                text = await call(
-                    pool.conductor,
-                    build_replan_messages(question, cards, previous=wf, previous_answer=answer, max_steps=5),
-                )
-                parse_workflow(text, pool_size=len(cards), max_steps=5, allow_empty=True)
-            return time.perf_counter() - t0
-
-        started = time.perf_counter()
-        if serial:
-            lat = []
-            for i in range(n):
-                lat.append(await job(i, time.perf_counter()))
-        else:
-            lat = list(await asyncio.gather(*(job(i, started) for i in range(n))))
-        return time.perf_counter() - started, lat, [_kind(i) for i in range(n)]
-
-
-def direct_loop(pool: Any, n: int, concurrency: int, latency: float) -> Result:
-    cpu0 = time.process_time()
-    secs, lat, kinds = asyncio.run(_direct(pool, n, concurrency))
-    res = Result("(a) direct asyncio loop", n, secs, lat, kinds, cpu_s=time.process_time() - cpu0)
-    _, idle, idle_kinds = asyncio.run(_direct(pool, len(KINDS) * 2, concurrency, serial=True))
-    res.idle_overhead_ms = _overhead_ms(idle, idle_kinds, latency)
-    return res
-
-
-def _overhead_ms(latencies: list[float], kinds: list[str], latency: float) -> float:
-    """Median over jobs of (job time minus model time on its critical path) per critical step."""
-    per_step = [(t - CRITICAL[k] * latency) / CRITICAL[k] for t, k in zip(latencies, kinds, strict=True)]
-    return statistics.median(per_step) * 1000
-
-
 # -- (b) the system ---------------------------------------------------------------------------
 def _problem_and_options(i: int) -> tuple[Any, dict[str, Any]]:
     from conductor.domain.problem import Problem
@@ -208,6 +100,8 @@ def _problem_and_options(i: int) -> tuple[Any, dict[str, Any]]:
     kind = _kind(i)
     if kind in FIXED:
         return Problem(question=f"q{i}"), {"workflow": FIXED[kind]}
+    if kind == "plan-fanout":
+        return Problem(question=f"[wf:fanout] q{i}"), {"recursion": False}
     return Problem(question=f"[wf:single] q{i}"), {}
 
 
@@ -223,12 +117,12 @@ def _run_jobs(service: Any, n: int, *, serial: bool = False, offset: int = 0) ->
         for i in range(offset, offset + n):
             p, o = _problem_and_options(i)
             ids.append(service.submit(p, JobSpec(options=o))[0])
-            service.wait(ids[-1:], timeout=600, poll_s=0.002)
+            _wait(service, ids[-1:], timeout=600, poll_s=0.01)
     else:
         for i in range(offset, offset + n):
             p, o = _problem_and_options(i)
             ids.append(service.submit(p, JobSpec(options=o))[0])
-        service.wait(ids, timeout=1800, poll_s=0.05)
+        _wait(service, ids, timeout=1800, poll_s=0.05)
     secs = time.perf_counter() - started
     with service.rt.sessions() as s:
         rows = {j.id: j for j in s.scalars(select(Job).where(Job.id.in_(ids)))}
@@ -243,12 +137,29 @@ def _run_jobs(service: Any, n: int, *, serial: bool = False, offset: int = 0) ->
     return secs, lat, [_kind(i) for i in range(offset, offset + n)]
 
 
+def _wait(service: Any, ids: list[str], *, timeout: float, poll_s: float) -> None:
+    """Poll until every job ended: one indexed count a poll and nothing else. (`Service.wait` also runs
+    the feeder's admission pass on every poll, for jobs that wait for it; these never do, and at a
+    2 ms poll that pass took the CPU the workers were being measured with.) Latencies come from the
+    rows' own timestamps, so the poll interval only delays the next submission, never a figure."""
+    from conductor.store import queries
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with service.rt.sessions() as s:
+            if queries.count_ended(s, ids) >= len(ids):
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"jobs unfinished after {timeout}s")
+        time.sleep(poll_s)
+
+
 def embedded(pool: Any, n: int, concurrency: int, latency: float, direct: bool = True) -> Result:
     from tests.support.system import embedded_system
 
     home = Path(tempfile.mkdtemp())
     with embedded_system(home, pool, concurrency=concurrency, max_rounds=2, direct_openai=direct) as sysm:
-        _, idle, idle_kinds = _run_jobs(sysm.service, len(KINDS) * 2, serial=True, offset=10**6)
+        _, idle, idle_kinds = _run_jobs(sysm.service, idle_jobs(), serial=True, offset=10**6)
         cpu0 = time.process_time()
         secs, lat, kinds = _run_jobs(sysm.service, n)
         cpu = time.process_time() - cpu0
@@ -314,7 +225,7 @@ def cluster(
                         total += t.user + t.system
                 return total
 
-            _, idle, idle_kinds = _run_jobs(service, len(KINDS) * 2, serial=True, offset=10**6)
+            _, idle, idle_kinds = _run_jobs(service, idle_jobs(), serial=True, offset=10**6)
             spy = _py_spy(ps[0].pid, profile, home) if profile else None
             cpu0 = time.process_time()
             w0 = cpu()
@@ -365,16 +276,40 @@ def report(latency: float, concurrency: int, rows: list[Result]) -> None:
         f"\n### model latency {latency * 1000:.0f} ms, {base.jobs} jobs ({calls} model calls), "
         f"at most {concurrency} calls in flight\n"
     )
-    print("| mode | jobs/s | vs (a) | overhead/step ms (idle) | p50 s | p95 s | CPU s/task |")
+    print("| mode | jobs/s | vs (a) | overhead/step ms (idle) | p50 s | p95 s | CPU ms/model call |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        cpu = f"{r.cpu_s / r.tasks * 1000:.1f} ms" if r.cpu_s is not None else "-"
-        if r is base and r.cpu_s is not None:
-            cpu = f"({r.cpu_s / calls * 1000:.1f} ms/call)"
+        cpu = f"{r.cpu_s / r.calls * 1000:.1f}" if r.cpu_s is not None else "-"
         print(
             f"| {r.mode} | {r.jobs_per_s:.1f} | {r.jobs_per_s / base.jobs_per_s:.2f}x | "
             f"{r.idle_overhead_ms:.1f} | {_pct(r.latencies, 0.5):.2f} | {_pct(r.latencies, 0.95):.2f} | {cpu} |"
         )
+    sys.stdout.flush()
+
+
+def figures(rows_by_latency: dict[float, list[Result]]) -> None:
+    """Issue 18's three figures, each beside the direct loop's."""
+    print("\n### issue 18's figures (plan + 2 parallel steps + combine; Redis + PostgreSQL)\n")
+    print("| figure | system | direct asyncio loop |")
+    print("|---|---:|---:|")
+    for latency, rows in sorted(rows_by_latency.items()):
+        base, system = rows[0], next((r for r in rows if "Redis" in r.mode), None)
+        if system is None:
+            continue
+        print(
+            f"| orchestration ms per critical step, one job at a time ({latency * 1000:.0f} ms calls) | "
+            f"{system.idle_overhead_ms:.1f} | {base.idle_overhead_ms:.1f} |"
+        )
+        if latency == 0:
+            print(
+                f"| jobs/s at zero latency ({system.mode.split(', ', 1)[1]}) | {system.jobs_per_s:.1f} | "
+                f"{base.jobs_per_s:.1f} |"
+            )
+        else:
+            print(
+                f"| ratio to the direct loop at {latency * 1000:.0f} ms calls, {system.jobs} jobs | "
+                f"{system.jobs_per_s / base.jobs_per_s:.2f}x | 1.00x |"
+            )
     sys.stdout.flush()
 
 
@@ -384,16 +319,26 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=0, help="Jobs per run (default: sized per latency).")
     ap.add_argument("--concurrency", type=int, default=16, help="Model calls in flight (threads in all).")
     ap.add_argument("--procs", default="1,2,4", help="Worker processes to try on Redis + PostgreSQL.")
+    ap.add_argument("--mix", choices=sorted(MIXES), default="mixed", help="The jobs every mode runs.")
+    ap.add_argument(
+        "--figures",
+        action="store_true",
+        help="Issue 18's three figures: --mix plan-fanout --latency 0,0.2 --procs 2 --no-embedded, 16 in flight.",
+    )
     ap.add_argument("--no-embedded", action="store_true")
     ap.add_argument("--no-cluster", action="store_true")
     ap.add_argument("--profile", type=int, help="py-spy the first worker process for this many seconds.")
     ap.add_argument("--litellm", action="store_true", help="Also run each system mode with every call via litellm.")
     args = ap.parse_args()
+    if args.figures:
+        args.mix, args.latency, args.procs, args.no_embedded, args.concurrency = "plan-fanout", "0,0.2", "2", True, 16
+    use_mix(args.mix)
     from tests.support.pools import scripted_pool
 
     skip = None if args.no_cluster else services_available()
     if skip:
         print(f"(Redis + PostgreSQL modes skipped: {skip})")
+    by_latency: dict[float, list[Result]] = {}
     for latency in [float(x) for x in args.latency.split(",")]:
         n = args.jobs or (400 if latency == 0 else 160 if latency < 0.5 else 64)
         with scripted_server(latency) as url:
@@ -406,10 +351,13 @@ def main() -> None:
                 for procs in [int(p) for p in args.procs.split(",")]:
                     rows += [cluster(pool, n, args.concurrency, procs, latency, args.profile, d) for d in paths]
         report(latency, args.concurrency, rows)
+        by_latency[latency] = rows
         cl = [r for r in rows if "Redis" in r.mode and "litellm" not in r.mode]
         if len(cl) > 1:
             scale = ", ".join(f"{r.mode.split(', ')[1].split(' x')[0]}: {r.jobs_per_s:.1f} jobs/s" for r in cl)
             print(f"\nscaling with worker processes: {scale}")
+    if args.figures:
+        figures(by_latency)
 
 
 if __name__ == "__main__":

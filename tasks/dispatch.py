@@ -8,7 +8,8 @@ else sends pipeline work.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 
 from celery import Celery
 
@@ -25,6 +26,15 @@ SENDS: tuple[tuple[str, TaskName, str], ...] = (
     ("score", TaskName.SCORE, "score"),
 )
 _INT_KEYS = frozenset({"plans", "replans", "steps"})
+#: The app attribute `tasks.pipeline.register` sets: starts queued jobs in this process (`Engine.start_jobs`).
+_STARTER = "conductor_start_jobs"
+
+log = logging.getLogger(__name__)
+
+
+def set_starter(app: Celery, start: Callable[[list[str]], Effects]) -> None:
+    """Let every Dispatcher on `app` start jobs itself instead of sending `solve` messages."""
+    setattr(app, _STARTER, start)
 
 
 def effects_of(task_ids: Iterable[str]) -> Effects:
@@ -50,10 +60,32 @@ class Dispatcher:
         self.app = app
 
     def __call__(self, eff: Effects) -> None:
+        self.later(eff, None)
+
+    def later(self, eff: Effects, countdown: float | None, *, handed_back: int = 0) -> None:
+        """Send `eff`'s work to run after `countdown` seconds (None: now); `handed_back`: the times
+        it was already handed back (the message's retries, which bound the hand-backs)."""
         for field, name, prefix in SENDS:
             for key in getattr(eff, field):
-                self.app.send_task(name.value, args=[key], task_id=f"{prefix}-{key}")
+                self.app.send_task(
+                    name.value, args=[key], task_id=f"{prefix}-{key}", countdown=countdown, retries=handed_back
+                )
 
     def submit(self, job_ids: list[str]) -> None:
-        """Start these jobs (the service's `Submitter`)."""
+        """Start these jobs (the service's `Submitter`).
+
+        Where the app knows how (a pipeline app: `set_starter`), the jobs are started here, in one
+        transaction, and their first plans or steps are sent: no `solve` hop through a queue and a
+        worker on every job's critical path. If that start fails, or this process dies before it
+        commits, the jobs stay queued: a `solve` message is sent instead, or the reaper sends one.
+        """
+        start: Callable[[list[str]], Effects] | None = getattr(self.app, _STARTER, None)
+        if start is not None and job_ids:
+            try:
+                eff = start(list(job_ids))
+            except Exception:
+                log.warning("starting %d jobs here failed; sending solve instead", len(job_ids), exc_info=True)
+            else:
+                self(eff)
+                return
         self(Effects(solve=list(job_ids)))

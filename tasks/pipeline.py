@@ -16,17 +16,22 @@ from schedulers.broker import waiting_task_ids
 from schedulers.feeder import Feeder, feeder_for
 from schedulers.health import record_reaper_run
 from tasks.batches import register_batches
-from tasks.dispatch import Dispatcher, effects_of
+from tasks.dispatch import Dispatcher, effects_of, set_starter
 from tasks.names import QUEUES, TaskName
 from tasks.scoring import register_scoring
 from tasks.training import register_training
 from tasks.webhooks import notify_job, register_webhooks, resend_overdue
 
+#: Steps one task runs one after another in its own thread (a chain of lone successors), before
+#: it sends the next as a message like any other.
+MAX_INLINE_STEPS = 16
 
-def requeue_after(runtime: Runtime, task: Task) -> float | None:
-    """The countdown for handing `task`'s work back after a provider kept failing; None once spent."""
+
+def requeue_after(runtime: Runtime, task: Task | None) -> float | None:
+    """The countdown for handing `task`'s work back after a provider kept failing; None once spent.
+    `task` None: work run inline, not yet handed back."""
     # Counted with Celery's retries of this message, rate-limit hand-backs included: bounded either way.
-    done = int(task.request.retries or 0)
+    done = int(task.request.retries or 0) if task is not None else 0
     settings = runtime.settings
     return settings.provider_requeue_backoff_s * 2**done if done < settings.provider_requeues else None
 
@@ -43,41 +48,56 @@ def waiting_work(runtime: Runtime) -> Callable[[], Effects | None]:
     return read
 
 
-def register(app: Celery, runtime: Runtime) -> None:
-    dispatch = Dispatcher(app)
-    register_scoring(app, runtime)
-    register_webhooks(app, runtime)
-    register_training(app, runtime)
-    register_batches(app, runtime, dispatch)
-    orchestrator = Orchestrator(runtime)
-    waiting = waiting_work(runtime)
-    _feeder: list[Feeder] = []
+class Pipeline:
+    """What the pipeline tasks share: send what became runnable, close ended jobs, run lone steps."""
 
-    def feeder() -> Feeder:
-        if not _feeder:
-            _feeder.append(feeder_for(runtime, dispatch.submit))
-        return _feeder[0]
+    def __init__(self, app: Celery, runtime: Runtime) -> None:
+        self.app = app
+        self.runtime = runtime
+        self.dispatch = Dispatcher(app)
+        self.orchestrator = Orchestrator(runtime)
+        self._feeder: Feeder | None = None
 
-    def _finish(job_ids: list[str]) -> None:
+    @property
+    def feeder(self) -> Feeder:
+        if self._feeder is None:
+            self._feeder = feeder_for(self.runtime, self.dispatch.submit)
+        return self._feeder
+
+    def finish(self, job_ids: list[str]) -> None:
         for job_id in job_ids:
-            dispatch(orchestrator.finalize(job_id))
-            notify_job(app, runtime, job_id)  # after finalize's commit; once per job, if it has an endpoint
+            self.dispatch(self.orchestrator.finalize(job_id))
+            notify_job(self.app, self.runtime, job_id)  # after finalize's commit; once per job, if it has an endpoint
         if job_ids:
-            feeder().maybe_admit()  # a slot freed: let a waiting job in (throttled per process)
+            self.feeder.maybe_admit()  # a slot freed: let a waiting job in (throttled per process)
 
-    def _send(eff: Effects) -> None:
-        # A job whose last chain just ended is closed here, by the task that ended it: no
-        # finalize message and no hop to another host. If this host dies first, the job stays
-        # running with no open chain and the reaper sends finalize (Recovery.recover).
-        ended, eff.finalize = eff.finalize, []
-        dispatch(eff)
-        _finish(ended)
+    def send(self, eff: Effects, host: str = "") -> None:
+        """Send what became runnable.
 
-    @app.task(name=TaskName.SOLVE.value, bind=True, shared=False)
-    def solve(self: Task, job_id: str) -> None:
-        _send(orchestrator.start(job_id))
+        A job whose last chain just ended is closed here, by the task that ended it: no finalize
+        message and no hop to another host. If this host dies first, the job stays running with
+        no open chain and the reaper sends finalize (Recovery.recover).
 
-    def _until_admitted(task: Task, work: Callable[[], Effects], hand_back: Callable[[], None]) -> None:
+        A lone step that became ready runs next in this thread, with no broker hop: it is leased
+        like a step a message brought, so if this host dies before that lease the step is ready
+        and unsent, and after it the lease runs out: the reaper re-sends it either way.
+        """
+        for _ in range(MAX_INLINE_STEPS):
+            ended, eff.finalize = eff.finalize, []
+            lone = eff.steps.pop() if len(eff.steps) == 1 else None
+            self.dispatch(eff)
+            self.finish(ended)
+            if lone is None:
+                return
+            try:
+                eff = self.orchestrator.run_step(lone, host, requeue_after(self.runtime, None))
+            except RateLimited as exc:
+                self.runtime.engine.release_step(lone)
+                self.dispatch.later(Effects(steps=[lone]), exc.retry_after, handed_back=1)
+                return
+        self.dispatch(eff)  # a long chain: the rest goes through the queue
+
+    def until_admitted(self, task: Task, work: Callable[[], Effects], hand_back: Callable[[], None]) -> None:
         # Retries come from cluster rate limits and from providers failing for a while (max_retries=None
         # on these tasks; the orchestrator bounds the latter): the work goes back to the queue, freeing
         # this worker slot; it is never dropped, and real failures are recorded by the orchestrator.
@@ -86,41 +106,62 @@ def register(app: Celery, runtime: Runtime) -> None:
         except RateLimited as exc:
             hand_back()
             raise task.retry(countdown=exc.retry_after) from exc
-        _send(eff)
+        self.send(eff, task.request.hostname or "")
 
-    def _plan(task: Task, round_id: int) -> None:
-        _until_admitted(
+    def plan(self, task: Task, round_id: int) -> None:
+        self.until_admitted(
             task,
-            lambda: orchestrator.plan_round(round_id, task.request.hostname or "", requeue_after(runtime, task)),
-            lambda: runtime.engine.release_round(round_id),
+            lambda: self.orchestrator.plan_round(
+                round_id, task.request.hostname or "", requeue_after(self.runtime, task)
+            ),
+            lambda: self.runtime.engine.release_round(round_id),
         )
+
+    def run_step(self, task: Task, step_id: int) -> None:
+        self.until_admitted(
+            task,
+            lambda: self.orchestrator.run_step(step_id, task.request.hostname or "", requeue_after(self.runtime, task)),
+            lambda: self.runtime.engine.release_step(step_id),
+        )
+
+
+def register(app: Celery, runtime: Runtime) -> None:
+    register_scoring(app, runtime)
+    register_webhooks(app, runtime)
+    register_training(app, runtime)
+    pipe = Pipeline(app, runtime)
+    register_batches(app, runtime, pipe.dispatch)
+    # Whoever submits through this app starts the jobs itself: no solve hop (`Dispatcher.submit`).
+    set_starter(app, runtime.engine.start_jobs)
+    waiting = waiting_work(runtime)
+
+    @app.task(name=TaskName.SOLVE.value, bind=True, shared=False)
+    def solve(self: Task, job_id: str) -> None:
+        # Sent only where a start could not run at submission (and by the reaper for a lost one).
+        pipe.send(pipe.orchestrator.start(job_id), self.request.hostname or "")
 
     @app.task(name=TaskName.PLAN.value, bind=True, shared=False, max_retries=None)
     def plan(self: Task, round_id: int) -> None:
-        _plan(self, round_id)
+        pipe.plan(self, round_id)
 
     @app.task(name=TaskName.REPLAN.value, bind=True, shared=False, max_retries=None)
     def replan(self: Task, round_id: int) -> None:
         # Same work as plan: the round's kind tells the orchestrator which prompt to use.
-        _plan(self, round_id)
+        pipe.plan(self, round_id)
 
     @app.task(name=TaskName.RUN_STEP.value, bind=True, shared=False, max_retries=None)
     def run_step(self: Task, step_id: int) -> None:
-        _until_admitted(
-            self,
-            lambda: orchestrator.run_step(step_id, self.request.hostname or "", requeue_after(runtime, self)),
-            lambda: runtime.engine.release_step(step_id),
-        )
+        pipe.run_step(self, step_id)
 
     @app.task(name=TaskName.FINALIZE.value, bind=True, shared=False)
     def finalize(self: Task, job_id: str) -> None:
-        _finish([job_id])  # sent by the reaper (a host lost before closing the job)
+        pipe.finish([job_id])  # sent by the reaper (a host lost before closing the job)
 
     @app.task(name=TaskName.REAP.value, bind=True, shared=False)
     def reap(self: Task) -> None:
         # Lost pipeline work, and score tasks lost between finalize's commit and their sending;
         # what waits in a queue is read first, so that no waiting message counts as lost.
-        dispatch(orchestrator.recover(waiting()))
+        pipe.dispatch(pipe.orchestrator.recover(waiting()))
         resend_overdue(app, runtime)  # webhook attempts lost with their process
-        feeder().admit()  # waiting batch jobs keep flowing when no client follows them
+        pipe.feeder.admit()  # waiting batch jobs keep flowing when no client follows them
         record_reaper_run(runtime.settings.cluster_redis_url)  # read by `conductor status`

@@ -13,13 +13,13 @@ from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.app import responses
-from conductor.app.cancel import cancel_jobs
 from conductor.app.responses import Pin
 from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota, owned
 from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB
+from conductor.engine.cancel import cancel_jobs
 from conductor.store.models import Chain, Job, Round
 
 TERMINAL_VALUES = frozenset(s.value for s in TERMINAL_JOB)

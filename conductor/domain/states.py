@@ -48,7 +48,8 @@ class ParseStatus(StrEnum):
 class StepStatus(StrEnum):
     PENDING = "pending"  #: waiting for dependencies
     READY = "ready"  #: dependencies done, run_step enqueued
-    RUNNING = "running"  #: claimed by a worker under a lease
+    RUNNING = "running"  #: leased by a Celery host (`lease_holder`) until `lease_until`
+    DELEGATED = "delegated"  #: a Conductor-as-worker step: a nested workflow works on it, unleased
     DONE = "done"
     FAILED = "failed"
     SKIPPED = "skipped"  #: its round failed or was abandoned before it ran

@@ -8,6 +8,8 @@
 | `rounds.py` | lease a Conductor round, record its completion and parse, fail or hand it back |
 | `steps.py` | lease a step, nested Conductor chains, record a step's output or failure |
 | `recovery.py` | re-send work whose task was lost |
+| `cancel.py` | cancel jobs while workers run them, in the transitions' lock order |
+| `statements.py` | the hottest transitions' statements, built once |
 | `transitions.py` | what they share: open rounds, start workflows, finish steps, rounds and chains |
 """
 

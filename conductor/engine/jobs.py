@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
@@ -9,54 +11,71 @@ from conductor.domain.effects import Effects
 from conductor.domain.problem import Problem
 from conductor.domain.states import ChainStatus, JobStatus, RoundKind, RoundStatus
 from conductor.domain.workflow import Workflow
-from conductor.engine.transitions import Transitions, budget_spent, now, updated
+from conductor.engine.transitions import Transitions, budget_spent, inserted_ids, now, updated
 from conductor.store import queries
-from conductor.store.models import Chain, Job, Round, Tenant
+from conductor.store.models import Job, Tenant
+from conductor.store.tables import chains, jobs, rounds
 
 
 class JobRules(Transitions):
     def start_job(self, job_id: str) -> Effects:
+        return self.start_jobs([job_id])
+
+    def start_jobs(self, job_ids: list[str]) -> Effects:
+        """Start queued jobs in one transaction: each sample's chain and first round (a fixed
+        workflow's round running with its steps), in a few batched statements whatever the count.
+        Jobs no longer queued (started by another delivery, cancelled) are left as they are."""
         eff = Effects()
+        if not job_ids:
+            return eff
         with self.sessions.begin() as s:
             started = s.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.status == JobStatus.QUEUED)
+                update(jobs)
+                .where(self._among(jobs.c.id, sorted(job_ids)), jobs.c.status == JobStatus.QUEUED)
                 .values(
                     status=JobStatus.RUNNING,
                     started_at=now(),
-                    open_chains=Job.samples,
-                    # The solve message arrived: the reaper's count starts again for finalize.
+                    open_chains=jobs.c.samples,
+                    # The job started: the reaper's count starts again for finalize.
                     sent_at=None,
                     sends=0,
                 )
-                .returning(Job.problem, Job.samples, Job.options)
-            ).first()
-            if started is None:
+                .returning(jobs.c.id, jobs.c.problem, jobs.c.samples, jobs.c.options)
+            ).all()
+            if not started:
                 return eff
-            problem, samples, options = started
-            question = Problem.model_validate(problem).question
-            fixed = Workflow.from_lists(**options["workflow"]) if (options or {}).get("workflow") else None
-            # Each sample's chain and first round in one flush (a fixed workflow's round already
-            # running), then the fixed workflow's steps in one batched INSERT.
-            rounds = [
-                Round(
-                    chain=Chain(job_id=job_id, sample_index=sample, depth=0, question=question, rounds_used=1),
-                    job_id=job_id,
-                    round_index=0,
-                    kind=RoundKind.FIXED if fixed else RoundKind.PLAN,
-                    status=RoundStatus.RUNNING if fixed else RoundStatus.PLANNING,
-                    workflow=fixed.to_lists() if fixed else None,
-                    n_steps=len(fixed.steps) if fixed else 0,
-                )
-                for sample in range(samples)
-            ]
-            s.add_all(rounds)
-            s.flush()
-            for rnd in rounds:
-                if fixed:
-                    eff.steps += self._insert_steps(s, rnd, fixed)
+            samples = [(job_id, sample, options) for job_id, _, n, options in started for sample in range(n)]
+            questions = {job_id: Problem.model_validate(problem).question for job_id, problem, _, _ in started}
+            chain_ids = inserted_ids(
+                s,
+                chains,
+                [
+                    {"job_id": job, "sample_index": sample, "depth": 0, "question": questions[job], "rounds_used": 1}
+                    for job, sample, _ in samples
+                ],
+            )
+            fixed = [_fixed_workflow(options) for _, _, options in samples]
+            round_ids = inserted_ids(
+                s,
+                rounds,
+                [
+                    {
+                        "chain_id": chain_id,
+                        "job_id": job_id,
+                        "round_index": 0,
+                        "kind": RoundKind.FIXED if wf else RoundKind.PLAN,
+                        "status": RoundStatus.RUNNING if wf else RoundStatus.PLANNING,
+                        "workflow": wf.to_lists() if wf else None,
+                        "n_steps": len(wf.steps) if wf else 0,
+                    }
+                    for chain_id, (job_id, _, _), wf in zip(chain_ids, samples, fixed, strict=True)
+                ],
+            )
+            for round_id, (job_id, _, _), wf in zip(round_ids, samples, fixed, strict=True):
+                if wf:
+                    eff.steps += self._insert_step_rows(s, round_id, job_id, wf)
                 else:
-                    eff.plans.append(rnd.id)
+                    eff.plans.append(round_id)
         return eff
 
     def reserve_call(self, job_id: str) -> None:
@@ -128,3 +147,9 @@ class JobRules(Transitions):
             ),
         )
         return job if closed else None
+
+
+def _fixed_workflow(options: dict[str, Any] | None) -> Workflow | None:
+    """The workflow a job fixed in its options (the Conductor is not asked), if any."""
+    spec = (options or {}).get("workflow")
+    return Workflow.from_lists(**spec) if spec else None

@@ -8,6 +8,7 @@ guarded `UPDATE ... WHERE status = ...` statements: a duplicate delivery changes
 
 from __future__ import annotations
 
+from conductor.engine.cancel import cancel_jobs
 from conductor.engine.jobs import JobRules
 from conductor.engine.recovery import Recovery
 from conductor.engine.rounds import RoundRules
@@ -16,3 +17,7 @@ from conductor.engine.steps import StepRules
 
 class Engine(JobRules, RoundRules, StepRules, Recovery):
     """The one facade over jobs, rounds, steps and recovery (all share `Transitions`)."""
+
+    def cancel_jobs(self, job_ids: list[str]) -> int:
+        """Cancel the unfinished ones among `job_ids`; how many this call cancelled (`engine.cancel`)."""
+        return cancel_jobs(self.sessions, job_ids)

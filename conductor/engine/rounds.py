@@ -18,7 +18,8 @@ from conductor.domain.usage import Usage
 from conductor.domain.workflow import Workflow
 from conductor.engine.transitions import Transitions, now
 from conductor.store import queries
-from conductor.store.models import Chain, Job, Round
+from conductor.store.models import Round
+from conductor.store.tables import chains, jobs, rounds
 
 if TYPE_CHECKING:
     from conductor.inference.completion import Completion
@@ -60,23 +61,37 @@ class RoundRules(Transitions):
 
     def _claim_round(self, s: Session, round_id: int) -> RoundTask | None:
         t = now()
-        claimed = s.execute(
-            update(Round)
+        c = rounds.c
+        lease = (
+            update(rounds)
             .where(
-                Round.id == round_id,
-                Round.status == RoundStatus.PLANNING,
-                (Round.lease_until.is_(None)) | (Round.lease_until < t),
+                c.id == round_id,
+                c.status == RoundStatus.PLANNING,
+                (c.lease_until.is_(None)) | (c.lease_until < t),
             )
-            .values(attempts=Round.attempts + 1, lease_until=t + timedelta(seconds=self.settings.step_lease_s))
-            .returning(Round.job_id, Round.kind, Round.chain_id, Round.round_index)
-            .execution_options(synchronize_session=False)
-        ).first()
-        if claimed is None:
-            return None
-        job_id, kind, chain_id, round_index = claimed
-        question, options = s.execute(
-            select(Chain.question, Job.options).join(Job, Job.id == Chain.job_id).where(Chain.id == chain_id)
-        ).one()
+            .values(attempts=c.attempts + 1, lease_until=t + timedelta(seconds=self.settings.step_lease_s))
+        )
+        mine = (c.job_id, c.kind, c.chain_id, c.round_index)
+        # As `_claim_step`: the chain's question and the job's options in the same statement on PostgreSQL.
+        if self.postgres:
+            got = s.execute(
+                lease.where(chains.c.id == c.chain_id, jobs.c.id == c.job_id).returning(
+                    *mine, chains.c.question, jobs.c.options
+                )
+            ).first()
+            if got is None:
+                return None
+            job_id, kind, chain_id, round_index, question, options = got
+        else:
+            claimed = s.execute(lease.returning(*mine)).first()
+            if claimed is None:
+                return None
+            job_id, kind, chain_id, round_index = claimed
+            question, options = s.execute(
+                select(chains.c.question, jobs.c.options)
+                .join_from(chains, jobs, jobs.c.id == chains.c.job_id)
+                .where(chains.c.id == chain_id)
+            ).one()
         previous = queries.latest_answer_round(s, chain_id, before=round_index) if kind == RoundKind.REPLAN else None
         return RoundTask(
             round_id=round_id,
@@ -126,10 +141,10 @@ class RoundRules(Transitions):
 
     def _fail_round(self, s: Session, round_id: int, error: str) -> Effects:
         ended = s.execute(
-            update(Round)
-            .where(Round.id == round_id, Round.status == RoundStatus.PLANNING)
+            update(rounds)
+            .where(rounds.c.id == round_id, rounds.c.status == RoundStatus.PLANNING)
             .values(status=RoundStatus.FAILED, error=error, finished_at=now(), lease_until=None)
-            .returning(Round.chain_id)
+            .returning(rounds.c.chain_id)
         ).first()
         if ended is None:
             return Effects()
@@ -139,13 +154,13 @@ class RoundRules(Transitions):
         """Hand a leased planning round back (its Conductor call hit a limit); refund the call."""
         with self.sessions.begin() as s:
             row = s.execute(
-                update(Round)
-                .where(Round.id == round_id, Round.status == RoundStatus.PLANNING)
-                .values(lease_until=None, attempts=Round.attempts - 1, sent_at=now())  # the retry is a send
-                .returning(Round.job_id)
+                update(rounds)
+                .where(rounds.c.id == round_id, rounds.c.status == RoundStatus.PLANNING)
+                .values(lease_until=None, attempts=rounds.c.attempts - 1, sent_at=now())  # the retry is a send
+                .returning(rounds.c.job_id)
             ).first()
             if row is not None:
-                s.execute(update(Job).where(Job.id == row[0]).values(model_calls=Job.model_calls - 1))
+                s.execute(update(jobs).where(jobs.c.id == row[0]).values(model_calls=jobs.c.model_calls - 1))
 
     def _store_completion(self, s: Session, rnd: Round, plan: PlanRecord) -> None:
         c = plan.completion

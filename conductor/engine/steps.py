@@ -12,9 +12,11 @@ from conductor.domain.effects import Effects, StepTask
 from conductor.domain.prompts import expand_question
 from conductor.domain.states import RoundKind, RoundStatus, StepStatus
 from conductor.domain.usage import Usage
-from conductor.engine.transitions import NESTED, Transitions, now
+from conductor.engine import statements as sql
+from conductor.engine.transitions import Transitions, now, updated
 from conductor.store import queries
-from conductor.store.models import Chain, Job, Round, Step
+from conductor.store.models import Chain
+from conductor.store.tables import chains, jobs, rounds, steps
 
 PREVIOUS_ANSWER = "Previous round's final answer (to check or improve)"
 
@@ -23,19 +25,20 @@ class StepRules(Transitions):
     def claim_step(self, step_id: int, host: str = "") -> StepTask | None:
         """Lease a ready step (or one whose lease ran out) for the Celery host `host`."""
         with self.sessions.begin() as s:
-            return self._claim_step(s, step_id, host)
+            return self._claim_step(s, step_id, host)[0]
 
     def lease_step(self, step_id: int, host: str = "") -> tuple[StepTask | None, Effects]:
-        """`claim_step` and, unless the step runs as a nested chain, `reserve_call`, in one transaction.
+        """`claim_step` and, unless the step runs as a nested chain, `reserve_call`, in one transaction
+        (on PostgreSQL in one statement).
 
         Returns the task to run, or None and what followed: another host holds the step, its
         round ended, or the job's budget is spent (the step then fails in this transaction).
         """
         with self.sessions.begin() as s:
-            task = self._claim_step(s, step_id, host)
-            if task is None or self.runs_nested(task):
+            task, reserved = self._claim_step(s, step_id, host, reserve=True)
+            if task is None or self.runs_nested(task) or reserved:
                 return task, Effects()
-            spent = self._reserve(s, task.job_id)
+            spent = self._reserve(s, task.job_id) if reserved is None else self._why_not_reserved(s, task.job_id)
             if spent is None:
                 return task, Effects()
             return None, self._fail_step(s, step_id, str(spent))
@@ -44,67 +47,85 @@ class StepRules(Transitions):
         """A Conductor-as-worker step below the depth cap runs as a nested chain (no model call here)."""
         return self.pool.is_conductor_index(task.worker_index) and task.depth < self.settings.max_depth
 
-    def _claim_step(self, s: Session, step_id: int, host: str) -> StepTask | None:
+    def _claim_step(
+        self, s: Session, step_id: int, host: str, *, reserve: bool = False
+    ) -> tuple[StepTask | None, bool | None]:
+        """The leased step's task, and whether its model call was counted on the job (None: not
+        asked, or not yet: SQLite counts it in a statement of its own, `_reserve`)."""
         t = now()
-        # The lease and everything the task needs from the step in one statement, its round's
-        # state and the chain's depth in a second, its dependencies' outputs (if any) in a third.
-        step = s.execute(
-            update(Step)
-            .where(
-                Step.id == step_id,
-                (Step.status == StepStatus.READY) | ((Step.status == StepStatus.RUNNING) & (Step.lease_until < t)),
+        until = t + timedelta(seconds=self.settings.step_lease_s)
+        c = steps.c
+        reserved: bool | None = None
+        # The lease and everything the task needs from the step, its round and its chain (and with
+        # `reserve`, the call counted on the job): one statement on PostgreSQL. SQLite's RETURNING
+        # cannot name an UPDATE's FROM tables nor run in a CTE: there the round and chain are read
+        # by a second statement. The dependencies' outputs (if any) follow.
+        if self.postgres:
+            params = {"p_step": step_id, "p_t": t, "p_until": until, "p_host": host}
+            if reserve:
+                index = len(self.pool.workers) if self.pool.conductor.in_pool else -1
+                params |= {"p_conductor_index": index, "p_max_depth": self.settings.max_depth}
+                got = s.execute(
+                    sql.lease_and_reserve_step(), params | {"p_max_calls": self.settings.max_model_calls}
+                ).first()
+                reserved = bool(got.reserved) if got is not None else None
+            else:
+                got = s.execute(sql.lease_step(), params).first()
+            if got is None:
+                return None, None
+            step = rnd = got
+        else:
+            lease = (
+                update(steps)
+                .where(
+                    c.id == step_id,
+                    (c.status == StepStatus.READY) | ((c.status == StepStatus.RUNNING) & (c.lease_until < t)),
+                )
+                .values(
+                    status=StepStatus.RUNNING,
+                    attempts=c.attempts + 1,
+                    lease_holder=host,
+                    started_at=t,
+                    lease_until=until,
+                )
             )
-            .values(
-                status=StepStatus.RUNNING,
-                attempts=Step.attempts + 1,
-                claimed_by=host,
-                started_at=t,
-                lease_until=t + timedelta(seconds=self.settings.step_lease_s),
-            )
-            .returning(
-                Step.round_id,
-                Step.job_id,
-                Step.worker_index,
-                Step.worker_name,
-                Step.subtask,
-                Step.access,
-                Step.dependencies,
-            )
-            .execution_options(synchronize_session=False)
-        ).first()
-        if step is None:
-            return None
-        rnd = s.execute(
-            select(Round.status, Round.kind, Round.chain_id, Round.round_index, Chain.depth, Chain.question)
-            .join(Chain, Chain.id == Round.chain_id)
-            .where(Round.id == step.round_id)
-        ).one()
-        if rnd.status != RoundStatus.RUNNING:
-            s.execute(
-                update(Step)
-                .where(Step.id == step_id)
-                .values(status=StepStatus.SKIPPED)
-                .execution_options(synchronize_session=False)
-            )
-            return None
+            leased = s.execute(lease.returning(*sql.STEP_TASK_COLUMNS)).first()
+            if leased is None:
+                return None, None
+            step = leased
+            rnd = s.execute(
+                select(
+                    rounds.c.status.label("round_status"),
+                    rounds.c.kind.label("round_kind"),
+                    rounds.c.chain_id,
+                    rounds.c.round_index,
+                    chains.c.depth,
+                    chains.c.question,
+                )
+                .join_from(rounds, chains, chains.c.id == rounds.c.chain_id)
+                .where(rounds.c.id == step.round_id)
+            ).one()
+        if rnd.round_status != RoundStatus.RUNNING:
+            s.execute(update(steps).where(c.id == step_id).values(status=StepStatus.SKIPPED))
+            return None, None
         context: list[tuple[str, str]] = []
         if step.dependencies:
             outputs = {
                 i: (subtask, output or "")
                 for i, subtask, output in s.execute(
-                    select(Step.step_index, Step.subtask, Step.output).where(
-                        Step.round_id == step.round_id, Step.step_index.in_(step.dependencies)
+                    select(c.step_index, c.subtask, c.output).where(
+                        c.round_id == step.round_id, self._among(c.step_index, step.dependencies)
                     )
                 )
             }
             context = [
                 (expand_question(sub, rnd.question), out) for sub, out in (outputs[i] for i in step.dependencies)
             ]
-        if step.access == "all" and rnd.kind == RoundKind.REPLAN:
+        if step.access == "all" and rnd.round_kind == RoundKind.REPLAN:
             previous = queries.latest_answer_round(s, rnd.chain_id, before=rnd.round_index)
             if previous is not None:
                 context.insert(0, (PREVIOUS_ANSWER, previous.answer or ""))
-        return StepTask(
+        task = StepTask(
             step_id=step_id,
             job_id=step.job_id,
             worker_index=step.worker_index,
@@ -113,15 +134,21 @@ class StepRules(Transitions):
             context=context,
             depth=rnd.depth,
         )
+        return task, reserved
 
     def start_nested(self, task: StepTask) -> Effects:
         """Run a Conductor-as-worker step as a nested chain; its answer completes the step."""
         with self.sessions.begin() as s:
-            # No lease while the child chain works: the child's own rounds and steps are leased.
-            s.execute(update(Step).where(Step.id == task.step_id).values(lease_until=None, claimed_by=NESTED))
-            existing = s.scalar(select(Chain).where(Chain.parent_step_id == task.step_id))
-            if existing is not None:
-                return Effects()
+            # No lease while the child chain works: the child's own rounds and steps are leased. The
+            # chain's end completes or fails the step (`_finish_chain`); the reaper leaves it alone.
+            delegated = updated(
+                s,
+                update(steps)
+                .where(steps.c.id == task.step_id, steps.c.status == StepStatus.RUNNING)
+                .values(status=StepStatus.DELEGATED, lease_until=None),
+            )
+            if not delegated:
+                return Effects()  # ended meanwhile (cancelled), or delegated by an earlier delivery
             chain = Chain(
                 job_id=task.job_id,
                 sample_index=0,
@@ -149,10 +176,10 @@ class StepRules(Transitions):
         """
         with self.sessions.begin() as s:
             row = s.execute(
-                update(Step)
-                .where(Step.id == step_id, Step.status == StepStatus.RUNNING)
-                .values(status=StepStatus.READY, lease_until=None, ready_at=now(), attempts=Step.attempts - 1)
-                .returning(Step.job_id)
+                update(steps)
+                .where(steps.c.id == step_id, steps.c.status == StepStatus.RUNNING)
+                .values(status=StepStatus.READY, lease_until=None, ready_at=now(), attempts=steps.c.attempts - 1)
+                .returning(steps.c.job_id)
             ).first()
             if row is not None:
-                s.execute(update(Job).where(Job.id == row[0]).values(model_calls=Job.model_calls - 1))
+                s.execute(update(jobs).where(jobs.c.id == row[0]).values(model_calls=jobs.c.model_calls - 1))

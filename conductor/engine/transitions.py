@@ -5,10 +5,11 @@ delivery changes nothing. Each method runs inside the caller's transaction and r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, case, literal, select, update
+from sqlalchemy import ARRAY, ColumnElement, CursorResult, Table, any_, bindparam, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.config.pool import Pool
@@ -18,16 +19,25 @@ from conductor.domain.errors import BudgetExceeded
 from conductor.domain.states import ChainStatus, RoundKind, RoundStatus, StepStatus
 from conductor.domain.usage import Usage
 from conductor.domain.workflow import Workflow
+from conductor.engine import statements as sql
 from conductor.store import queries
-from conductor.store.models import Chain, Job, Round, Step
+from conductor.store.models import Chain, Job, Round
+from conductor.store.tables import chains, jobs, rounds, steps
 
-NESTED = "nested"  #: `claimed_by` of a step whose work is a nested Conductor chain
+#: A step that may still fail: ready, leased, or delegated to a nested workflow.
+LIVE_STEP_WORK = (StepStatus.READY, StepStatus.RUNNING, StepStatus.DELEGATED)
 
 
-def updated(s: Session, statement: Any) -> int:
+def updated(s: Session, statement: Any, params: dict[str, Any] | None = None) -> int:
     """Run a guarded UPDATE and say how many rows it changed (0: another delivery got there first)."""
-    result = cast(CursorResult[Any], s.execute(statement))
+    result = cast(CursorResult[Any], s.execute(statement, params))
     return int(result.rowcount)
+
+
+def inserted_ids(s: Session, table: Table, rows: list[dict[str, Any]]) -> list[int]:
+    """INSERT `rows` in one statement; their new ids, in the order of `rows`."""
+    returning = insert(table).returning(table.c.id, sort_by_parameter_order=True)
+    return list(s.execute(returning, rows).scalars().all())
 
 
 def now() -> datetime:
@@ -53,6 +63,16 @@ class Transitions:
         self.sessions = sessions
         self.settings = settings
         self.pool = pool
+        bind = sessions.kw.get("bind")
+        #: PostgreSQL runs some transitions as one statement where SQLite needs two (see `_claim_step`).
+        self.postgres = bind is not None and bind.dialect.name == "postgresql"
+
+    def _among(self, column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
+        """`column IN values`. On PostgreSQL `= ANY(:array)`, one bound array: SQLAlchemy renders an
+        expanding IN list anew on every execution, and that was a tenth of a step's CPU."""
+        if self.postgres:
+            return column == any_(bindparam(None, list(values), type_=ARRAY(column.type)))
+        return column.in_(values)
 
     # -- opening ---------------------------------------------------------------------------
     def _new_round(self, s: Session, chain: Chain, kind: RoundKind) -> Round:
@@ -76,73 +96,75 @@ class Transitions:
         return self._insert_steps(s, rnd, workflow)
 
     def _insert_steps(self, s: Session, rnd: Round, workflow: Workflow) -> list[int]:
+        return self._insert_step_rows(s, rnd.id, rnd.job_id, workflow)
+
+    def _insert_step_rows(self, s: Session, round_id: int, job_id: str, workflow: Workflow) -> list[int]:
+        """Write a round's steps in one INSERT ... RETURNING; returns the ids of those ready now."""
         t = now()
         rows = []
         for st in workflow.steps:
             deps = list(st.dependencies())
             rows.append(
-                Step(
-                    round_id=rnd.id,
-                    job_id=rnd.job_id,
-                    step_index=st.index,
-                    worker_index=st.worker,
-                    worker_name=self.pool.name_of(st.worker),
-                    subtask=st.subtask,
-                    access=st.access if st.access == "all" else list(st.access),
-                    dependencies=deps,
-                    pending_deps=len(deps),
-                    status=StepStatus.READY if not deps else StepStatus.PENDING,
-                    ready_at=t if not deps else None,
-                )
+                {
+                    "round_id": round_id,
+                    "job_id": job_id,
+                    "step_index": st.index,
+                    "worker_index": st.worker,
+                    "worker_name": self.pool.name_of(st.worker),
+                    "subtask": st.subtask,
+                    "access": st.access if st.access == "all" else list(st.access),
+                    "dependencies": deps,
+                    "pending_deps": len(deps),
+                    "status": StepStatus.READY if not deps else StepStatus.PENDING,
+                    "ready_at": t if not deps else None,
+                }
             )
-        s.add_all(rows)
-        s.flush()  # one batched INSERT ... RETURNING for all the steps
-        return [row.id for row in rows if not row.dependencies]
+        ids = inserted_ids(s, steps, rows)
+        return [sid for sid, row in zip(ids, rows, strict=True) if not row["dependencies"]]
 
     # -- steps -----------------------------------------------------------------------------
     def _complete_step(self, s: Session, step_id: int, output: str, model: str | None, usage: Usage) -> Effects:
-        row = s.execute(
-            update(Step)
-            .where(Step.id == step_id, Step.status == StepStatus.RUNNING)
-            .values(
-                status=StepStatus.DONE,
-                output=output,
-                model=model,
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                cost_usd=usage.cost_usd,
-                latency_s=usage.latency_s,
-                finished_at=now(),
-                lease_until=None,
-            )
-            .returning(Step.round_id, Step.step_index, Step.job_id)
-        ).first()
-        if row is None:
-            return Effects()  # already recorded by an earlier delivery
-        round_id, index, job_id = row
-        eff = self._count_on_round(s, round_id, index, output)
+        params = {
+            "p_step": step_id,
+            "p_output": output,
+            "p_model": model,
+            "p_prompt_tokens": usage.prompt_tokens,
+            "p_completion_tokens": usage.completion_tokens,
+            "p_cost_usd": usage.cost_usd,
+            "p_latency_s": usage.latency_s,
+            "p_t": now(),
+        }
+        if self.postgres:  # the step recorded and counted on its round in one statement
+            row = s.execute(sql.complete_and_count(), params).first()
+            if row is None:
+                return Effects()  # already recorded by an earlier delivery
+            round_id, index, job_id, done, total, workflow = row
+            counted = None if done is None else (done, total, workflow)
+        else:
+            recorded = s.execute(sql.COMPLETE_STEP, params).first()
+            if recorded is None:
+                return Effects()
+            round_id, index, job_id = recorded
+            counted = s.execute(sql.COUNT_ON_ROUND, {"p_round": round_id}).first()
+        # Nothing counted: the round already failed, and its other steps were skipped.
+        eff = Effects() if counted is None else self._after_count(s, round_id, index, output, *counted)
         # The job row last, in the order `_fail_step` locks rows too (the step, its round, the
         # round's other steps, the chain, the job): a completion and a failure never deadlock.
         self._add_usage(s, job_id, usage)
         return eff
 
-    def _count_on_round(self, s: Session, round_id: int, index: int, output: str) -> Effects:
-        """Count a finished step on its round (while the round runs), release its successors and
-        finish the round with its last step's output once every step is done."""
-        counted = s.execute(
-            update(Round)
-            .where(Round.id == round_id, Round.status == RoundStatus.RUNNING)
-            .values(steps_done=Round.steps_done + 1)
-            .returning(Round.steps_done, Round.n_steps, Round.workflow)
-        ).first()
-        if counted is None:
-            return Effects()  # the round already failed: its other steps were skipped
-        done, total, workflow = counted
+    def _after_count(
+        self, s: Session, round_id: int, index: int, output: str, done: int, total: int, workflow: Any
+    ) -> Effects:
+        """A step counted on its running round: release its successors, and finish the round with
+        its last step's output once every step is done."""
         eff = Effects(steps=self._release_successors(s, round_id, workflow, index))
         if done == total:
             last = output if index == total - 1 else None
             if last is None:
-                last = s.scalar(select(Step.output).where(Step.round_id == round_id, Step.step_index == total - 1))
+                last = s.scalar(
+                    select(steps.c.output).where(steps.c.round_id == round_id, steps.c.step_index == total - 1)
+                )
             eff.merge(self._finish_round(s, round_id, last or ""))
         return eff
 
@@ -155,41 +177,33 @@ class Transitions:
         successors = Workflow.from_lists(**(workflow or {})).successors(index)
         if not successors:
             return []
-        last_dep = (Step.pending_deps == 1) & (Step.status == StepStatus.PENDING)
         released = s.execute(
-            update(Step)
-            .where(Step.round_id == round_id, Step.step_index.in_(successors))
-            .values(
-                pending_deps=Step.pending_deps - 1,
-                status=case((last_dep, literal(StepStatus.READY, Step.status.type)), else_=Step.status),
-                ready_at=case((last_dep, literal(now(), Step.ready_at.type)), else_=Step.ready_at),
-            )
-            .returning(Step.id, Step.pending_deps, Step.status)
-            .execution_options(synchronize_session=False)
+            sql.release_successors(self.postgres),
+            {"p_round": round_id, "p_successors": list(successors), "p_t": now()},
         ).all()
         return [sid for sid, pending, status in released if pending == 0 and status == StepStatus.READY]
 
     def _fail_step(self, s: Session, step_id: int, error: str) -> Effects:
         row = s.execute(
-            update(Step)
-            .where(Step.id == step_id, Step.status.in_([StepStatus.RUNNING, StepStatus.READY]))
+            update(steps)
+            .where(steps.c.id == step_id, steps.c.status.in_(LIVE_STEP_WORK))
             .values(status=StepStatus.FAILED, error=error, finished_at=now(), lease_until=None)
-            .returning(Step.round_id)
+            .returning(steps.c.round_id)
         ).first()
         if row is None:
             return Effects()
         round_id = row[0]
         ended = s.execute(
-            update(Round)
-            .where(Round.id == round_id, Round.status == RoundStatus.RUNNING)
+            update(rounds)
+            .where(rounds.c.id == round_id, rounds.c.status == RoundStatus.RUNNING)
             .values(status=RoundStatus.FAILED, error=f"step failed: {error}", finished_at=now())
-            .returning(Round.chain_id)
+            .returning(rounds.c.chain_id)
         ).first()
         if ended is None:
             return Effects()
         s.execute(
-            update(Step)
-            .where(Step.round_id == round_id, Step.status.in_([StepStatus.PENDING, StepStatus.READY]))
+            update(steps)
+            .where(steps.c.round_id == round_id, steps.c.status.in_([StepStatus.PENDING, StepStatus.READY]))
             .values(status=StepStatus.SKIPPED)
         )
         return self._end_chain_after_failure(s, ended[0], error)
@@ -197,10 +211,10 @@ class Transitions:
     # -- rounds and chains -----------------------------------------------------------------
     def _finish_round(self, s: Session, round_id: int, answer: str) -> Effects:
         kind, chain_id = s.execute(
-            update(Round)
-            .where(Round.id == round_id)
+            update(rounds)
+            .where(rounds.c.id == round_id)
             .values(status=RoundStatus.DONE, answer=answer, finished_at=now())
-            .returning(Round.kind, Round.chain_id)
+            .returning(rounds.c.kind, rounds.c.chain_id)
         ).one()
         # A fixed or fallback round never replans: decided without loading the chain or the job.
         if self.settings.recursion and self.pool.conductor.replans and kind in (RoundKind.PLAN, RoundKind.REPLAN):
@@ -227,10 +241,10 @@ class Transitions:
         if status == ChainStatus.DONE and answer is None:
             status, error = ChainStatus.FAILED, error or "chain ended without an answer"
         ended = s.execute(
-            update(Chain)
-            .where(Chain.id == chain_id, Chain.status == ChainStatus.RUNNING)
+            update(chains)
+            .where(chains.c.id == chain_id, chains.c.status == ChainStatus.RUNNING)
             .values(status=status, answer=answer, error=error, finished_at=now())
-            .returning(Chain.parent_step_id, Chain.job_id)
+            .returning(chains.c.parent_step_id, chains.c.job_id)
         ).first()
         if ended is None:
             return Effects()
@@ -240,26 +254,21 @@ class Transitions:
                 return self._complete_step(s, parent_step_id, answer or "", "conductor", Usage())
             return self._fail_step(s, parent_step_id, f"nested workflow failed: {error}")
         left = s.execute(
-            update(Job).where(Job.id == job_id).values(open_chains=Job.open_chains - 1).returning(Job.open_chains)
+            update(jobs)
+            .where(jobs.c.id == job_id)
+            .values(open_chains=jobs.c.open_chains - 1)
+            .returning(jobs.c.open_chains)
         ).scalar_one()
         return Effects(finalize=[job_id]) if left == 0 else Effects()
 
     # -- jobs ------------------------------------------------------------------------------
     def _reserve(self, s: Session, job_id: str) -> BudgetExceeded | None:
         """`reserve_call` inside the caller's transaction: None if admitted, else why not."""
-        admitted = updated(
-            s,
-            update(Job)
-            .where(
-                Job.id == job_id,
-                Job.model_calls < self.settings.max_model_calls,
-                Job.budget_tokens.is_(None) | ((Job.prompt_tokens + Job.completion_tokens) < Job.budget_tokens),
-                Job.budget_usd.is_(None) | (Job.cost_usd < Job.budget_usd),
-            )
-            .values(model_calls=Job.model_calls + 1),
-        )
-        if admitted:
-            return None
+        admitted = updated(s, sql.RESERVE_CALL, {"p_job": job_id, "p_max_calls": self.settings.max_model_calls})
+        return None if admitted else self._why_not_reserved(s, job_id)
+
+    def _why_not_reserved(self, s: Session, job_id: str) -> BudgetExceeded:
+        """The budget that kept a call from being counted on the job."""
         spent = budget_spent(s.get_one(Job, job_id), self.settings.max_model_calls)
         return spent or BudgetExceeded("a budget ran out while this call was admitted")
 
@@ -273,14 +282,14 @@ class Transitions:
     def _add_usage(self, s: Session, job_id: str, usage: Usage) -> None:
         if usage:
             s.execute(
-                update(Job)
-                .where(Job.id == job_id)
-                .values(
-                    prompt_tokens=Job.prompt_tokens + usage.prompt_tokens,
-                    completion_tokens=Job.completion_tokens + usage.completion_tokens,
-                    cost_usd=Job.cost_usd + usage.cost_usd,
-                    cache_hits=Job.cache_hits + usage.cache_hits,
-                    cached_tokens=Job.cached_tokens + usage.cached_tokens,
-                    saved_usd=Job.saved_usd + usage.saved_usd,
-                )
+                sql.ADD_USAGE,
+                {
+                    "p_job": job_id,
+                    "p_prompt_tokens": usage.prompt_tokens,
+                    "p_completion_tokens": usage.completion_tokens,
+                    "p_cost_usd": usage.cost_usd,
+                    "p_cache_hits": usage.cache_hits,
+                    "p_cached_tokens": usage.cached_tokens,
+                    "p_saved_usd": usage.saved_usd,
+                },
             )

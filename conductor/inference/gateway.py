@@ -2,8 +2,8 @@
 
 Hosted APIs and the in-process transformers backend (`local/`) go through `litellm.completion`;
 a self-hosted OpenAI-protocol server (vLLM as `hosted_vllm/`, or `openai/` with an `api_base`)
-is called directly with the `openai` client (`conductor.inference.openai_compatible`: the same
-request without litellm's per-call overhead), unless `direct_openai=False`.
+is called directly over httpx (`conductor.inference.openai_compatible`: the same request
+without litellm's or the openai SDK's per-call overhead), unless `direct_openai=False`.
 
 Conductor calls also bring back what GRPO training needs, never re-tokenised: the sampled
 completion token ids with their logprobs, and the prompt token ids the model actually saw.
@@ -40,6 +40,7 @@ from conductor.inference.completion import Completion
 from conductor.inference.grammar import behaviour_sampling, takes_grammar
 from conductor.inference.openai_compatible import OpenAICompatible, eligible
 from conductor.inference.policy import ActivePolicy, ActivePolicyCache, lora_name
+from conductor.inference.pricing import Pricing
 from conductor.inference.vllm_server import TOKEN_ID_EXTRA_BODY, TOKEN_ID_PREFIX, completion_token_ids_and_logprobs
 
 log = logging.getLogger(__name__)
@@ -175,6 +176,7 @@ class Gateway:
         self.backoff_max_s = backoff_max_s
         self.local_models = local_backend.register()
         self._direct = OpenAICompatible() if direct_openai else None
+        self.pricing = Pricing()
         self._switch_lock = threading.Lock()
         self._active: ActivePolicyCache | None = None
         self._followed: str | None = None  #: the active checkpoint last acted on (None: none yet)
@@ -402,7 +404,7 @@ class Gateway:
             worker=label,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            cost_usd=self._cost(spec, None if direct else response, prompt_tokens, completion_tokens),
+            cost_usd=self.pricing.cost(spec, None if direct else response, prompt_tokens, completion_tokens),
             latency_s=latency,
             token_ids=token_ids,
             logprobs=logprobs,
@@ -418,22 +420,6 @@ class Gateway:
         return Completion(
             text=text, model=spec.model, worker=label, latency_s=time.perf_counter() - started, served_by=label
         )
-
-    def _cost(self, spec: ModelSpec, response: Any | None, prompt_tokens: int, completion_tokens: int) -> float:
-        """The pool's price when it gives one, else litellm's price map (0 for models it does not know)."""
-        if spec.price is not None:
-            return prompt_tokens * spec.price.input_per_token + completion_tokens * spec.price.output_per_token
-        if spec.provider in (local_backend.PROVIDER, "hosted_vllm"):
-            return 0.0
-        try:
-            if response is None:  # a direct call: price the token counts, not a litellm response
-                costs = litellm.cost_per_token(
-                    model=spec.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
-                )
-                return float(sum(costs))
-            return float(litellm.completion_cost(completion_response=response) or 0.0)
-        except Exception:  # unknown models have no price in the local map
-            return 0.0
 
     def _local_path(self, model: str) -> Path:
         name = model.split("/", 1)[1]

@@ -270,7 +270,8 @@ class Step(Base):
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     latency_s: Mapped[float | None] = mapped_column(Float)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
-    claimed_by: Mapped[str | None] = mapped_column(String(200))
+    #: The Celery host that holds (or, once the step ended, last held) its lease.
+    lease_holder: Mapped[str | None] = mapped_column(String(200))
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     ready_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Send accounting (the reaper's): when it last re-sent this row's message, and how many times.

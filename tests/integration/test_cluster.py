@@ -49,7 +49,7 @@ def test_a_batch_of_twenty_mixed_workflows_completes_on_two_worker_processes(tmp
                 assert Counter(j.status for j in jobs) == {"done": 20}, [j.error for j in jobs]
                 steps = s.scalars(select(Step).where(Step.job_id.in_(ids))).all()
                 assert all(st.status == "done" and st.output for st in steps)
-                by_worker = Counter(st.claimed_by.split("@")[0] for st in steps)
+                by_worker = Counter(st.lease_holder.split("@")[0] for st in steps)
             assert set(by_worker) == {"w1", "w2"}, f"both worker processes should take steps: {by_worker}"
             assert all(p.popen.poll() is None for p in procs.values())
     finally:
@@ -85,7 +85,7 @@ def test_a_worker_killed_mid_step_is_survived_and_each_output_stored_once(tmp_pa
             while holder is None and time.monotonic() < deadline:
                 with service.rt.sessions() as s:
                     holder = s.scalar(
-                        select(Step.claimed_by).where(
+                        select(Step.lease_holder).where(
                             Step.job_id == job_id, Step.step_index == 0, Step.status == "running"
                         )
                     )
@@ -107,7 +107,7 @@ def test_a_worker_killed_mid_step_is_survived_and_each_output_stored_once(tmp_pa
                 (rows[0].round_id, 0): 1,
                 (rows[0].round_id, 1): 1,
             }
-            assert rows[0].claimed_by.split("@")[0] != victim
+            assert rows[0].lease_holder.split("@")[0] != victim
             solve_calls = [c for c in server.calls_for("scripted-worker") if c.last_user == "solve"]
             assert len(solve_calls) == 2, "one call died with its worker, the reaper's re-run made the second"
     finally:

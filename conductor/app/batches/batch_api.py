@@ -24,13 +24,13 @@ from sqlalchemy import func, select, update
 from conductor.app.api_service import TERMINAL_VALUES
 from conductor.app.batches.ingest import CHUNK, BatchReader, error_lines, invalid_path, rowcount
 from conductor.app.batches.sweep import BatchSweep
-from conductor.app.cancel import cancel_jobs
 from conductor.app.openai_shapes import batch_usage, chat_completion, job_workflows
 from conductor.app.service import Service
 from conductor.app.tenants import check_quota, owned
 from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.resend import ResendPolicy
 from conductor.domain.states import BatchStatus, JobStatus
+from conductor.engine.cancel import cancel_jobs
 from conductor.store.models import Batch, File, Job, utcnow
 
 ENDPOINT = "/v1/chat/completions"

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from sqlalchemy import event, select, text
 
-from conductor.app.cancel import cancel_jobs
 from conductor.app.runtime import Runtime
 from conductor.app.service import Service
 from conductor.config.settings import Settings
 from conductor.domain.problem import Problem
 from conductor.engine import PlanRecord
+from conductor.engine.cancel import cancel_jobs
 from conductor.inference.completion import Completion
 from conductor.store.models import Chain, Job, Round, Step
 from tests.support.pools import scripted_pool

@@ -5,13 +5,16 @@ from __future__ import annotations
 import threading
 
 import pytest
+from sqlalchemy import select
 
 from conductor.app.runtime import Runtime
 from conductor.app.service import JobSpec, Service
 from conductor.config.settings import Settings
+from conductor.domain.effects import Effects
 from conductor.domain.problem import Problem
 from conductor.engine import Engine, PlanRecord
 from conductor.inference.completion import Completion
+from conductor.store.models import Job, Step
 from tests.support.pools import scripted_pool
 
 FANOUT = "```python\nmodel_id = [0, 1, 0]\nsubtasks = ['a', 'b', 'join']\naccess_list = [[], [], [0, 1]]\n```"
@@ -127,3 +130,59 @@ def test_a_plan_round_is_held_to_the_pool_conductors_step_cap_whatever_the_job_a
         assert task is not None and task.max_steps == 2
     finally:
         runtime.close()
+
+
+def test_a_lease_counts_one_model_call_on_the_job_and_a_spent_budget_fails_the_step_instead(tmp_path, request):
+    for store in ("sqlite", "postgresql"):
+        url = None if store == "sqlite" else request.getfixturevalue("pg_url")
+        settings = Settings(home=tmp_path / store, database_url=url, recursion=False, max_model_calls=2)
+        runtime = Runtime(settings, pool=scripted_pool("http://127.0.0.1:9/v1"))
+        runtime.migrate()
+        engine = runtime.engine
+        try:
+            job_id, roots = _planned_fanout(engine, runtime)  # claim_round: the plan counted no call
+            task, ended = engine.lease_step(roots[0], "h1")
+            assert task is not None and not ended and task.context == []
+            assert engine.lease_step(roots[0], "h2") == (None, Effects()), f"{store}: leased once"
+            with runtime.sessions() as s:
+                job = s.get_one(Job, job_id)
+                holder = s.scalar(select(Step.lease_holder).where(Step.id == roots[0]))
+            assert (job.model_calls, holder) == (1, "h1"), store
+            assert engine.lease_step(roots[1], "h1")[0] is not None  # call 2: the cap
+            engine.complete_step(roots[0], "a")
+            (join,) = engine.complete_step(roots[1], "b").steps
+            task, ended = engine.lease_step(join, "h1")
+            assert task is None and ended.finalize == [job_id], store
+            with runtime.sessions() as s:
+                step = s.get_one(Step, join)
+            assert step.status == "failed" and "model calls" in (step.error or ""), store
+        finally:
+            runtime.close()
+
+
+def test_a_step_handed_to_a_nested_workflow_is_delegated_unleased_and_ends_with_that_workflow(tmp_path, request):
+    for store in ("sqlite", "postgresql"):
+        url = None if store == "sqlite" else request.getfixturevalue("pg_url")
+        settings = Settings(home=tmp_path / store, database_url=url, recursion=False, max_depth=1, ready_grace_s=0.01)
+        pool = scripted_pool("http://127.0.0.1:9/v1", in_pool=True)
+        runtime = Runtime(settings, pool=pool)
+        runtime.migrate()
+        engine = runtime.engine
+        try:
+            nest = {"model_id": [len(pool.workers)], "subtasks": ["think"], "access_list": [[]]}
+            job_id, _ = Service(runtime, NoQueue()).submit(Problem(question="q"), JobSpec(options={"workflow": nest}))
+            (sid,) = engine.start_job(job_id).steps
+            task, _ = engine.lease_step(sid, "h1")
+            assert task is not None and engine.runs_nested(task), store
+            (nested_round,) = engine.start_nested(task).plans
+            assert not engine.start_nested(task), f"{store}: a second delivery starts no second workflow"
+            with runtime.sessions() as s:
+                step = s.get_one(Step, sid)
+                assert (step.status, step.lease_holder, step.lease_until) == ("delegated", "h1", None), store
+            assert sid not in engine.recover().steps, f"{store}: the reaper leaves a delegated step alone"
+            assert engine.lease_step(sid, "h2") == (None, Effects()), store
+            assert engine.fail_round(nested_round, "no plan").finalize == [job_id], store
+            with runtime.sessions() as s:
+                assert s.get_one(Step, sid).status == "failed", store
+        finally:
+            runtime.close()

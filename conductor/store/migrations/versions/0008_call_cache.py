@@ -1,7 +1,7 @@
 """deterministic-call cache: the cached answers, and what each job's hits saved
 
-Revision ID: 0007_call_cache
-Revises: 0006_production_traffic
+Revision ID: 0008_call_cache
+Revises: 0007_step_lease_holder
 Create Date: 2026-12-03 20:10:00
 
 """
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0007_call_cache"
-down_revision: str | Sequence[str] | None = "0006_production_traffic"
+revision: str = "0008_call_cache"
+down_revision: str | Sequence[str] | None = "0007_step_lease_holder"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,8 +1,9 @@
-"""Cancelling jobs while workers run them: no new model call starts, running steps end as
-cancelled, and the state is recorded in short transactions that do not deadlock with the engine's.
+"""Cancelling jobs while workers run them: no new model call starts, running (and delegated) steps
+end as cancelled, and the state is recorded in short transactions that do not deadlock with the
+other transitions.
 
-The engine locks one job's rows in the order step, its round, the round's other steps, the chain,
-the job (`conductor.engine.transitions`). A cancel that took the job rows first and the steps
+Every transition locks one job's rows in the order step, its round, the round's other steps, the
+chain, the job (`conductor.engine.transitions`). A cancel that took the job rows first and the steps
 last met worker transitions head on: under load PostgreSQL picked it as the deadlock victim on
 every retry and the API answered 500. Here each chunk of jobs takes its locks in the engine's
 order, each kind of row in id order, and only then writes. What still ends in a deadlock (the
@@ -38,7 +39,8 @@ SWEEPS = 5
 #: deadlock_detected, serialization_failure: the transaction was rolled back and may simply run again.
 RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
 
-_LIVE_STEPS = [StepStatus.PENDING.value, StepStatus.READY.value, StepStatus.RUNNING.value]
+_LIVE_STEPS = [s.value for s in (StepStatus.PENDING, StepStatus.READY, StepStatus.RUNNING, StepStatus.DELEGATED)]
+_STARTED_STEPS = [StepStatus.RUNNING.value, StepStatus.DELEGATED.value]
 _LIVE_ROUNDS = [RoundStatus.PLANNING.value, RoundStatus.RUNNING.value]
 _TERMINAL = [s.value for s in TERMINAL_JOB]
 
@@ -125,7 +127,7 @@ def _end(s: Session, live: _Live, job_ids: list[str], t: datetime) -> None:
     steps = Step.id.in_(live.steps) & Step.job_id.in_(job_ids)
     s.execute(
         update(Step)
-        .where(steps, Step.status == StepStatus.RUNNING.value)
+        .where(steps, Step.status.in_(_STARTED_STEPS))
         .values(status=StepStatus.CANCELLED.value, error=CANCELLED_ERROR, finished_at=t, lease_until=None)
     )
     s.execute(
