@@ -8,10 +8,9 @@ from collections.abc import Callable
 
 from celery import Celery, Task
 
-from conductor.app.orchestrator import Orchestrator
-from conductor.app.runtime import Runtime
 from conductor.domain.effects import Effects
 from conductor.domain.errors import RateLimited
+from conductor.runtime import Runtime
 from schedulers.broker import waiting_task_ids
 from schedulers.feeder import Feeder, feeder_for
 from schedulers.health import record_reaper_run
@@ -49,18 +48,17 @@ def register(app: Celery, runtime: Runtime) -> None:
     register_webhooks(app, runtime)
     register_training(app, runtime)
     register_batches(app, runtime, dispatch)
-    orchestrator = Orchestrator(runtime)
     waiting = waiting_work(runtime)
     _feeder: list[Feeder] = []
 
     def feeder() -> Feeder:
         if not _feeder:
-            _feeder.append(feeder_for(runtime, dispatch.submit))
+            _feeder.append(feeder_for(runtime.sessions, runtime.settings, dispatch.submit))
         return _feeder[0]
 
     def _finish(job_ids: list[str]) -> None:
         for job_id in job_ids:
-            dispatch(orchestrator.finalize(job_id))
+            dispatch(runtime.orchestrator.finalize(job_id))
             notify_job(app, runtime, job_id)  # after finalize's commit; once per job, if it has an endpoint
         if job_ids:
             feeder().maybe_admit()  # a slot freed: let a waiting job in (throttled per process)
@@ -75,7 +73,7 @@ def register(app: Celery, runtime: Runtime) -> None:
 
     @app.task(name=TaskName.SOLVE.value, bind=True, shared=False)
     def solve(self: Task, job_id: str) -> None:
-        _send(orchestrator.start(job_id))
+        _send(runtime.orchestrator.start(job_id))
 
     def _until_admitted(task: Task, work: Callable[[], Effects], hand_back: Callable[[], None]) -> None:
         # Retries come from cluster rate limits and from providers failing for a while (max_retries=None
@@ -91,7 +89,9 @@ def register(app: Celery, runtime: Runtime) -> None:
     def _plan(task: Task, round_id: int) -> None:
         _until_admitted(
             task,
-            lambda: orchestrator.plan_round(round_id, task.request.hostname or "", requeue_after(runtime, task)),
+            lambda: runtime.orchestrator.plan_round(
+                round_id, task.request.hostname or "", requeue_after(runtime, task)
+            ),
             lambda: runtime.engine.release_round(round_id),
         )
 
@@ -108,7 +108,7 @@ def register(app: Celery, runtime: Runtime) -> None:
     def run_step(self: Task, step_id: int) -> None:
         _until_admitted(
             self,
-            lambda: orchestrator.run_step(step_id, self.request.hostname or "", requeue_after(runtime, self)),
+            lambda: runtime.orchestrator.run_step(step_id, self.request.hostname or "", requeue_after(runtime, self)),
             lambda: runtime.engine.release_step(step_id),
         )
 
@@ -120,7 +120,7 @@ def register(app: Celery, runtime: Runtime) -> None:
     def reap(self: Task) -> None:
         # Lost pipeline work, and score tasks lost between finalize's commit and their sending;
         # what waits in a queue is read first, so that no waiting message counts as lost.
-        dispatch(orchestrator.recover(waiting()))
+        dispatch(runtime.orchestrator.recover(waiting()))
         resend_overdue(app, runtime)  # webhook attempts lost with their process
         feeder().admit()  # waiting batch jobs keep flowing when no client follows them
         record_reaper_run(runtime.settings.cluster_redis_url)  # read by `conductor status`

@@ -24,8 +24,8 @@ from typing import Any
 
 from sqlalchemy import CursorResult, select, update
 
-from conductor.app.api_service import conversation_question
 from conductor.app.service import JobSpec, Service
+from conductor.app.tenant_jobs import conversation_question
 from conductor.domain.effort import max_usd
 from conductor.domain.errors import InputError
 from conductor.domain.problem import Problem
@@ -48,7 +48,7 @@ class BatchReader:
 
     def __init__(self, service: Service, root: Path) -> None:
         self.service = service
-        self.sessions = service.rt.sessions
+        self.sessions = service.sessions
         self.root = root
 
     def read(self, batch_id: str) -> bool:
@@ -113,7 +113,7 @@ class BatchReader:
             if bad_lines:  # while this transaction holds the batch row: no other reader appends now
                 _append(invalid_path(self.root, batch_id), bad_lines)
         if jobs:
-            self.service.feeder.admit()  # the first lines run while the rest of the file is read
+            self.service.admit()  # the first lines run while the rest of the file is read
         return True
 
     def _job_from_line(self, batch: Batch, line_no: int, raw: bytes, seen: set[str]) -> Job:

@@ -12,9 +12,10 @@ from sqlalchemy import String, cast, func, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql import Select
 
-from conductor.app.api_service import TERMINAL_VALUES, JobPage, job_summary, page_of_jobs
+from conductor.app.tenant_jobs import JobPage, job_summary, page_of_jobs
 from conductor.app.views import job_view
 from conductor.domain.errors import NotFound
+from conductor.domain.states import TERMINAL_JOB_VALUES
 from conductor.store.models import Batch, Checkpoint, Job, Tenant, TrainingCycle
 
 #: The fields of a problem that are its reference (what a verifier scores against).
@@ -82,7 +83,7 @@ class Explorer:
                 mine = [r for r in per_status if r[0] == b.id]
                 counts = {str(r[1]): int(r[2]) for r in mine}
                 jobs = sum(counts.values())
-                ended = sum(n for st, n in counts.items() if st in TERMINAL_VALUES)
+                ended = sum(n for st, n in counts.items() if st in TERMINAL_JOB_VALUES)
                 starts = [t for t in (_aware(r[5]) for r in mine) if t is not None]
                 first = min(starts) if starts else _aware(b.in_progress_at or b.created_at)
                 total = max(b.total, jobs)
@@ -149,7 +150,7 @@ class Explorer:
                 options=job.options,
                 reference=reference or None,
                 cost_usd=job.cost_usd,
-                terminal=job.status in TERMINAL_VALUES,
+                terminal=job.status in TERMINAL_JOB_VALUES,
             )
             return view
 

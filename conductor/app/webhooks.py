@@ -15,9 +15,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from standardwebhooks import Webhook
 
 from conductor.app import responses
-from conductor.app.api_service import TERMINAL_VALUES
 from conductor.config.settings import Settings
 from conductor.domain.errors import NotFound
+from conductor.domain.states import TERMINAL_JOB_VALUES
 from conductor.store.models import Batch, Job, Tenant, WebhookAttempt, WebhookDelivery, utcnow
 
 DELIVERED, PENDING, FAILED = "delivered", "pending", "failed"
@@ -27,7 +27,7 @@ def job_event(sessions: sessionmaker[Session], job_id: str) -> str | None:
     """Record a `job.<status>` event for a finished job that has an endpoint; returns the delivery id."""
     with sessions.begin() as s:
         job = s.get(Job, job_id)
-        if job is None or job.status not in TERMINAL_VALUES:
+        if job is None or job.status not in TERMINAL_JOB_VALUES:
             return None
         if job.batch_id is not None and not job.webhook_url:
             return None  # batch jobs report once, as the batch

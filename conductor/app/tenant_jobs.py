@@ -1,5 +1,6 @@
-"""What the HTTP API adds to the Service: everything seen through one tenant, cancel, feedback,
-chat conversations as jobs, and cursor pagination. Another tenant's records are simply not found."""
+"""The Service seen through one tenant: its jobs and responses, submitted after its quota check, read,
+cancelled and given feedback; chat conversations as jobs; cursor pagination. Another tenant's records
+are simply not found. The HTTP API's routes call this; it holds no HTTP notions."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota, owned
 from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.problem import Problem
-from conductor.domain.states import TERMINAL_JOB
-from conductor.store.models import Chain, Job, Round
+from conductor.domain.states import TERMINAL_JOB_VALUES
+from conductor.store.models import Chain, Job, Reward, Round
 
-TERMINAL_VALUES = frozenset(s.value for s in TERMINAL_JOB)
+#: Stores a user's judgement of a job's answer (job id, value) as a reward: the reward pipeline's
+#: `record_feedback`, passed in by the composition root.
+RecordFeedback = Callable[[str, Any], Reward]
 
 
 @dataclass
@@ -51,12 +54,13 @@ def _text(content: Any) -> str:
     return ""
 
 
-class ApiService:
-    """The Service, scoped to tenants. Routes call this; it holds no HTTP notions."""
+class TenantJobs:
+    """The Service, scoped to tenants."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, record_feedback: RecordFeedback) -> None:
         self.service = service
-        self.sessions = service.rt.sessions
+        self.sessions = service.sessions
+        self.record_feedback = record_feedback
 
     # -- submit ------------------------------------------------------------------------------
     def submit(self, tenant_id: str, problem: Problem, spec: JobSpec = JobSpec()) -> tuple[str, bool]:
@@ -155,7 +159,7 @@ class ApiService:
             ).all()
         return {
             "status": job.status,
-            "terminal": job.status in TERMINAL_VALUES,
+            "terminal": job.status in TERMINAL_JOB_VALUES,
             "rounds": [
                 {"index": r[0], "kind": r[1], "status": r[2], "steps": r[3], "steps_done": r[4]} for r in rounds
             ],
@@ -186,10 +190,8 @@ class ApiService:
         return self.job(tenant_id, job_id)
 
     def feedback(self, tenant_id: str, job_id: str, value: Any) -> dict[str, Any]:
-        from reward_pipeline.rewards import record_feedback
-
         self._own(tenant_id, job_id)
-        row = record_feedback(self.service.rt, job_id, value)
+        row = self.record_feedback(job_id, value)
         return {"job_id": job_id, "reward": row.value, "correct": row.correct, "source": row.source}
 
 
