@@ -18,7 +18,8 @@ from api.errors import error_body
 from api.routes.models import model_names
 from api.schemas.chat import ChatCompletion, ChatCompletionRequest
 from api.schemas.common import ErrorResponse
-from conductor.app.openai_shapes import chat_completion, conductor_info, job_workflows, usage_of
+from conductor.app.openai_shapes import chat_completion, conductor_info, job_workflows
+from conductor.app.read_models import Usage
 from conductor.app.tenant_jobs import TenantJobs
 from conductor.domain.errors import NotFound
 from conductor.domain.states import JobStatus
@@ -128,7 +129,7 @@ async def _stream(
     finish = "length" if job.status == JobStatus.BUDGET_EXCEEDED.value else "stop"
     yield _sse(chunk({}, finish, conductor=conductor_info(job, workflows)))
     if include_usage:
-        yield _sse({**chunk({}), "choices": [], "usage": usage_of(job)})
+        yield _sse({**chunk({}), "choices": [], "usage": Usage.of(job).openai()})
     yield "data: [DONE]\n\n"
 
 

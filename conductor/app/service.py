@@ -13,7 +13,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.app import batch_stream
-from conductor.app.views import job_view, trace_line
+from conductor.app.read_models import JobDetail, ResultLine
+from conductor.app.views import trace_line
 from conductor.config.settings import Settings
 from conductor.domain.effort import knob
 from conductor.domain.errors import InputError, NotFound
@@ -22,7 +23,6 @@ from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB, JobStatus
 from conductor.store import queries
 from conductor.store.models import Batch, Job, new_id
-from conductor.store.queries import result_line
 
 #: Starts jobs now (the Celery dispatcher's `submit` in practice).
 Submit = Callable[[list[str]], None]
@@ -241,17 +241,21 @@ class Service:
             time.sleep(poll_s)
 
     def batch_result_lines(self, batch_id: str) -> Iterator[dict[str, Any]]:
-        """One result line per job of a batch, in line order, streamed with eager loading."""
+        """One result line (`ResultLine`'s JSON) per job of a batch, in line order, streamed with eager loading."""
         for job in batch_stream.iter_jobs(self.sessions, batch_id=batch_id):
-            yield result_line(job)
+            yield ResultLine.of(job).to_json()
+
+    def job_detail(self, job_id: str) -> JobDetail:
+        with self.sessions() as s:
+            return JobDetail.of(queries.get_job(s, job_id), s)
 
     def job(self, job_id: str) -> dict[str, Any]:
-        with self.sessions() as s:
-            return job_view(queries.get_job(s, job_id), s)
+        """The job's detail as JSON (`conductor status`)."""
+        return self.job_detail(job_id).to_json()
 
     def result_lines(self, job_ids: Iterable[str]) -> Iterator[dict[str, Any]]:
         for job in batch_stream.iter_jobs(self.sessions, job_ids=job_ids):
-            yield result_line(job)
+            yield ResultLine.of(job).to_json()
 
     # -- traces ---------------------------------------------------------------------------
     def usage(self, *, batch_id: str | None = None, tenant_id: str | None = None) -> dict[str, Any]:

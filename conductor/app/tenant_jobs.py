@@ -8,13 +8,14 @@ import base64
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.app import responses
 from conductor.app.cancel import cancel_jobs
+from conductor.app.read_models import JobDetail, JobSummary
 from conductor.app.responses import Pin
 from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota, owned
@@ -28,9 +29,12 @@ from conductor.store.models import Chain, Job, Reward, Round
 RecordFeedback = Callable[[str, Any], Reward]
 
 
+T = TypeVar("T")
+
+
 @dataclass
-class JobPage:
-    jobs: list[dict[str, Any]]
+class JobPage(Generic[T]):
+    jobs: list[T]
     next_cursor: str | None
 
 
@@ -139,13 +143,9 @@ class TenantJobs:
         with self.sessions() as s:
             return owned(s, Job, job_id, tenant_id, "job")
 
-    def job(self, tenant_id: str, job_id: str) -> dict[str, Any]:
+    def job(self, tenant_id: str, job_id: str) -> JobDetail:
         self._own(tenant_id, job_id)
-        view = self.service.job(job_id)
-        with self.sessions() as s:
-            job = s.get_one(Job, job_id)
-            view.update(batch_id=job.batch_id, priority=job.priority, options=job.options)
-        return view
+        return self.service.job_detail(job_id)
 
     def progress(self, tenant_id: str, job_id: str) -> dict[str, Any]:
         """A cheap poll: status plus how far the workflow has got (for streaming)."""
@@ -173,7 +173,7 @@ class TenantJobs:
         batch_id: str | None = None,
         limit: int = 20,
         cursor: str | None = None,
-    ) -> JobPage:
+    ) -> JobPage[JobSummary]:
         """Newest first; `cursor` is the opaque `next_cursor` of the previous page."""
         # Exploration jobs carry the tenant (isolation, judging) but are training's, not the tenant's.
         q = select(Job).where(Job.tenant_id == tenant_id, Job.explore_of.is_(None))
@@ -181,10 +181,10 @@ class TenantJobs:
             q = q.where(Job.status == status)
         if batch_id is not None:
             q = q.where(Job.batch_id == batch_id)
-        return page_of_jobs(self.sessions, q, limit=limit, cursor=cursor)
+        return page_of_jobs(self.sessions, q, JobSummary.of, limit=limit, cursor=cursor)
 
     # -- change ------------------------------------------------------------------------------
-    def cancel(self, tenant_id: str, job_id: str) -> dict[str, Any]:
+    def cancel(self, tenant_id: str, job_id: str) -> JobDetail:
         self._own(tenant_id, job_id)
         cancel_jobs(self.sessions, [job_id])
         return self.job(tenant_id, job_id)
@@ -198,11 +198,11 @@ class TenantJobs:
 def page_of_jobs(
     sessions: sessionmaker[Session],
     q: Select[Any],
+    view: Callable[[Job], T],
     *,
     limit: int,
     cursor: str | None,
-    view: Callable[[Job], dict[str, Any]] | None = None,
-) -> JobPage:
+) -> JobPage[T]:
     """One page of the jobs `q` selects, newest first; `cursor` is the previous page's `next_cursor`."""
     if cursor:
         at, last_id = decode_cursor(cursor)
@@ -211,27 +211,9 @@ def page_of_jobs(
     with sessions() as s:
         rows: list[Job] = list(s.scalars(q))
         page = rows[:limit]
-        views = [(view or job_summary)(j) for j in page]
+        views = [view(j) for j in page]
     more = len(rows) > limit
     return JobPage(views, encode_cursor(page[-1].created_at, page[-1].id) if more and page else None)
-
-
-def job_summary(job: Job) -> dict[str, Any]:
-    return {
-        "id": job.id,
-        "status": job.status,
-        "batch_id": job.batch_id,
-        "custom_id": job.external_id,
-        "priority": job.priority,
-        "answer": job.answer,
-        "error": job.error,
-        "prompt_tokens": job.prompt_tokens,
-        "completion_tokens": job.completion_tokens,
-        "cost_usd": job.cost_usd,
-        "model_calls": job.model_calls,
-        "created_at": job.created_at,
-        "finished_at": job.finished_at,
-    }
 
 
 def encode_cursor(at: datetime, job_id: str) -> str:

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from standardwebhooks import Webhook
 
 from conductor.app import responses
+from conductor.app.read_models import JobSummary
 from conductor.config.settings import Settings
 from conductor.domain.errors import NotFound
 from conductor.domain.states import TERMINAL_JOB_VALUES
@@ -43,15 +44,7 @@ def job_event(sessions: sessionmaker[Session], job_id: str) -> str | None:
                 resp["status"], f"response.{resp['status']}"
             )
             return _record(s, job.tenant_id, event, job.id, url, resp)
-        data = {
-            "id": job.id,
-            "object": "job",
-            "status": job.status,
-            "answer": job.answer,
-            "error": job.error,
-            "usage": {"prompt_tokens": job.prompt_tokens, "completion_tokens": job.completion_tokens},
-            "cost_usd": job.cost_usd,
-        }
+        data = JobSummary.of(job).to_json()  # the job as `GET /v1/jobs` lists it
         return _record(s, job.tenant_id, f"job.{job.status}", job.id, url, data)
 
 

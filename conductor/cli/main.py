@@ -73,7 +73,7 @@ def solve(
         elif not unreachable or common.DEBUG:  # an unreachable server: its one line says it all
             typer.echo(
                 f"job {job_id}: {view['status']} in {time.monotonic() - started:.1f}s, "
-                f"{view['tokens']} tokens, ${view['cost']:.6f}"
+                f"{view['tokens']} tokens, ${view['cost_usd']:.6f}"
             )
             typer.echo("\n".join(_workflow_lines(view)))
             typer.echo(f"answer: {view['answer'] if view['answer'] is not None else '-'}")

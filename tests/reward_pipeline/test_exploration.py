@@ -65,7 +65,7 @@ def test_an_opted_in_tenants_job_gets_g_minus_1_samples_after_its_answer_judged_
                 by_job[r.job_id].append(r.source)
         data = build_dataset(sys.runtime.sessions)
         usage = sys.service.usage(tenant_id=acme)
-        listed = [j["id"] for j in TenantJobs(sys.service, lambda *_: NotImplemented).list_jobs(acme).jobs]
+        listed = [j.id for j in TenantJobs(sys.service, lambda *_: NotImplemented).list_jobs(acme).jobs]
         metrics = {
             (sample.name, sample.labels.get("purpose")): sample.value
             for family in StoreCollector(sys.runtime.sessions, sys.settings.broker_url).collect()
