@@ -24,7 +24,7 @@ from celery import Celery
 from conductor.app.service import Service
 from conductor.config.pool import Pool, load_pool
 from conductor.config.settings import Settings
-from conductor.inference.gateway import CallLimiter
+from conductor.inference.gateway import CallLimiter, Gateway
 from conductor.runtime import Runtime
 from schedulers.limits import cluster_limiter
 from tasks.app import create_app
@@ -45,6 +45,10 @@ class System:
     app: Celery
     dispatcher: Dispatcher
     service: Service
+
+    @property
+    def gateway(self) -> Gateway:
+        return self.runtime.gateway
 
 
 def runtime_for(settings: Settings, *, pool: Pool | None = None, limiter: CallLimiter | None = None) -> Runtime:
