@@ -50,8 +50,8 @@ test-vllm: model vllm-venv
 	CONDUCTOR_TEST_REQUIRE_VLLM=1 $(BIN)/python -m pytest -m vllm -q
 
 lint: setup
-	$(BIN)/ruff check conductor tasks reward_pipeline schedulers tests benchmarks
-	$(BIN)/ruff format --check conductor tasks reward_pipeline schedulers tests benchmarks
+	$(BIN)/ruff check conductor tasks reward_pipeline schedulers api tests benchmarks
+	$(BIN)/ruff format --check conductor tasks reward_pipeline schedulers api tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

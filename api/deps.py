@@ -2,25 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Iterable
+from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.errors import AuthError
-from conductor.app.api_service import ApiService
-from conductor.app.batches.batch_api import Batches
+from conductor.app.batches import Batches
+from conductor.app.tenant_jobs import TenantJobs
 from conductor.app.tenants import Principal, verify_key
+from conductor.domain.problem import Problem
 
 _bearer = HTTPBearer(auto_error=False)
 
 
-def get_api(request: Request) -> ApiService:
+def get_api(request: Request) -> TenantJobs:
     return request.app.state.api  # type: ignore[no-any-return]
 
 
 def get_batches(request: Request) -> Batches:
     return request.app.state.batches  # type: ignore[no-any-return]
+
+
+class Estimate(Protocol):
+    """`conductor.app.estimate.estimate` over the process's store, pool and settings."""
+
+    def __call__(
+        self, problems: Iterable[Problem], *, effort: str | None = None, samples: int | None = None
+    ) -> dict[str, Any]: ...
+
+
+def get_estimate(request: Request) -> Estimate:
+    return request.app.state.estimate  # type: ignore[no-any-return]
 
 
 def _principal(request: Request, creds: HTTPAuthorizationCredentials | None) -> Principal:
@@ -44,8 +58,9 @@ def scoped(scope: str):  # type: ignore[no-untyped-def]
     return check
 
 
-Api = Annotated[ApiService, Depends(get_api)]
+Api = Annotated[TenantJobs, Depends(get_api)]
 BatchesDep = Annotated[Batches, Depends(get_batches)]
+Estimator = Annotated[Estimate, Depends(get_estimate)]
 ModelsCaller = Annotated[Principal, Depends(scoped("models"))]
 ChatCaller = Annotated[Principal, Depends(scoped("chat"))]
 JobsCaller = Annotated[Principal, Depends(scoped("jobs"))]

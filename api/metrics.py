@@ -10,8 +10,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import case, func, or_, select
+from sqlalchemy.orm import Session, sessionmaker
 
-from conductor.app.runtime import Runtime
 from conductor.store import queries
 from conductor.store.models import Job, Round, Step, WebhookAttempt, WebhookDelivery
 
@@ -23,11 +23,12 @@ QUEUES = ("conductor", "llm", "reward", "train", "default")
 
 
 class StoreCollector(Collector):
-    def __init__(self, runtime: Runtime) -> None:
-        self.rt = runtime
+    def __init__(self, sessions: sessionmaker[Session], broker_url: str) -> None:
+        self.sessions = sessions
+        self.broker_url = broker_url
 
     def collect(self) -> Iterator[Metric]:
-        with self.rt.sessions() as s:
+        with self.sessions() as s:
             jobs = GaugeMetricFamily("conductor_jobs", "Jobs by state.", labels=["status"])
             for state, n in s.execute(select(Job.status, func.count()).group_by(Job.status)):
                 jobs.add_metric([state], n)
@@ -125,7 +126,7 @@ class StoreCollector(Collector):
 
     def _queue_depth(self) -> Metric:
         depth = GaugeMetricFamily("conductor_queue_depth", "Messages waiting in each broker queue.", labels=["queue"])
-        url = self.rt.settings.broker_url
+        url = self.broker_url
         if not url.startswith(("redis://", "rediss://")):
             return depth
         import redis

@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import openai
 
-from conductor.app.runtime import Runtime
 from conductor.app.tenants import create_key
 from conductor.config.settings import Settings
+from conductor.runtime import Runtime
 from tests.support.api_deployment import free_port, wait_http
 from tests.support.cluster import Proc, cluster_env, workers, write_pool
 from tests.support.databases import fresh_pg_database

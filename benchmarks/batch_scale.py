@@ -17,6 +17,7 @@ over time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -40,15 +41,13 @@ from benchmarks.orchestration_overhead import scripted_server
 # -- the submitting process (a child: its peak RSS is its own) ----------------------------------
 def submit_and_follow(spec: dict[str, Any]) -> dict[str, Any]:
     """What `conductor run` does, timed: submit the file, follow the batch, export results and traces."""
-    from conductor.app.runtime import Runtime
-    from conductor.app.service import JobSpec, Service
+    from conductor.app.service import JobSpec
     from conductor.config.settings import Settings
-    from tasks.app import create_app
-    from tasks.dispatch import Dispatcher
+    from conductor.system import running_system
 
     settings = Settings(home=Path(spec["home"]), broker_url=spec["broker"], database_url=spec["db"])
-    runtime = Runtime(settings)
-    service = Service(runtime, Dispatcher(create_app(settings, runtime)))
+    system = contextlib.ExitStack()
+    service = system.enter_context(running_system(settings, worker=False)).service
     out: dict[str, Any] = {}
     t0 = time.perf_counter()
     job_spec = JobSpec(options={"workflow": WORKFLOWS[spec["workflow"]]})
@@ -71,7 +70,7 @@ def submit_and_follow(spec: dict[str, Any]) -> dict[str, Any]:
     out["export_traces_s"] = time.perf_counter() - t2
     out["usage"] = service.usage(batch_id=report.batch_id)["by_status"]
     out["peak_rss_mb"] = _maxrss_mb()
-    runtime.close()
+    system.close()
     return out
 
 
@@ -110,9 +109,9 @@ def run_size(n: int, args: argparse.Namespace) -> SizeResult:
     import redis
     from sqlalchemy import func, select
 
-    from conductor.app.runtime import Runtime
     from conductor.config.settings import Settings
     from conductor.domain.states import TERMINAL_JOB
+    from conductor.runtime import Runtime
     from conductor.store.models import Job
     from schedulers.broker import redis_queue_depth
     from tasks.names import QUEUES

@@ -26,6 +26,7 @@ Self-hosted OpenAI-protocol servers are called over plain httpx by default
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
 import sys
@@ -124,7 +125,7 @@ def _run_jobs(service: Any, n: int, *, serial: bool = False, offset: int = 0) ->
             ids.append(service.submit(p, JobSpec(options=o))[0])
         _wait(service, ids, timeout=1800, poll_s=0.05)
     secs = time.perf_counter() - started
-    with service.rt.sessions() as s:
+    with service.sessions() as s:
         rows = {j.id: j for j in s.scalars(select(Job).where(Job.id.in_(ids)))}
         bad = [r.error for r in rows.values() if r.status != "done"]
         if bad:
@@ -191,11 +192,8 @@ def cluster(
     import redis
     from sqlalchemy import create_engine, text
 
-    from conductor.app.runtime import Runtime
-    from conductor.app.service import Service
     from conductor.config.settings import Settings
-    from tasks.app import create_app
-    from tasks.dispatch import Dispatcher
+    from conductor.system import running_system
     from tests.support.cluster import cluster_env, workers, write_pool
 
     admin = create_engine("postgresql+psycopg://root@127.0.0.1/postgres", isolation_level="AUTOCOMMIT")
@@ -208,9 +206,8 @@ def cluster(
     extra = {"max_rounds": "2", "direct_openai": str(direct).lower()}
     env = cluster_env(home, broker, db, write_pool(pool, home / "pool.yaml"), **extra)
     settings = Settings(home=home, broker_url=broker, database_url=db, max_rounds=2, direct_openai=direct)
-    runtime = Runtime(settings, pool=pool)
-    service = Service(runtime, Dispatcher(create_app(settings, runtime)))
-    runtime.migrate()
+    system = contextlib.ExitStack()
+    service = system.enter_context(running_system(settings, pool=pool, worker=False)).service
     threads = max(1, concurrency // procs)
     names = [f"b{i}" for i in range(procs)]
     try:
@@ -235,7 +232,7 @@ def cluster(
             workers_cpu = cpu() - w0
             client_cpu = time.process_time() - cpu0
     finally:
-        runtime.close()
+        system.close()
         admin.dispose()
     res = Result(
         f"(b) Redis+PostgreSQL, {procs} worker proc x {threads} threads{'' if direct else ', litellm'}",

@@ -87,9 +87,9 @@ def wait_done(sessions: Any, ids: list[str], poll_s: float = 0.2, timeout: float
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import redis
+    from conductor.app.runtime import Runtime
 
     from benchmarks.orchestration_overhead import scripted_server
-    from conductor.app.runtime import Runtime
     from conductor.app.service import JobSpec, Service
     from conductor.config.settings import Settings
     from conductor.domain.problem import Problem

@@ -36,9 +36,9 @@ _NOT_TRAFFIC = ("eval", "gate", "workflow", "policy", "max_steps")
 
 
 def exploration_budget_left(service: Service) -> bool:
-    settings = service.rt.settings
+    settings = service.settings
     midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    with service.rt.sessions() as s:
+    with service.sessions() as s:
         tokens, usd = queries.exploration_spent_since(s, midnight)
     return tokens < settings.exploration_tokens_per_day and usd < settings.exploration_usd_per_day
 
@@ -49,8 +49,8 @@ def explore(service: Service, job_id: str, rng: random.Random | None = None) -> 
     Idempotent: the exploration job's idempotency key is derived from the user's job, so a
     duplicate score task finds the first one.
     """
-    settings = service.rt.settings
-    with service.rt.sessions() as s:
+    settings = service.settings
+    with service.sessions() as s:
         job = queries.get_job(s, job_id)
         if job.explore_of is not None or job.samples > 1 or job.status != JobStatus.DONE:
             return None

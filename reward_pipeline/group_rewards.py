@@ -27,11 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session, sessionmaker
 
-from conductor.app.runtime import Runtime
+from conductor.config.pool import Pool
+from conductor.config.settings import Settings
 from conductor.domain.errors import ConfigError, InputError
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB, ChainStatus, ParseStatus, RoundKind
+from conductor.inference.gateway import Gateway
 from conductor.store import queries
 from conductor.store.models import Chain, Job, Judgement, Reward
 from reward_pipeline.rewards import PAPER_SCHEME, PARSE_VERIFIER, RewardScheme, unparseable_round_reward
@@ -55,20 +58,21 @@ class _Member:
     ever_parsed: bool
 
 
-def make_group_judge(runtime: Runtime, worker: str | None = None) -> tuple[GroupJudge, str] | None:
+def make_group_judge(
+    settings: Settings, pool: Pool, gateway: Gateway, worker: str | None = None
+) -> tuple[GroupJudge, str] | None:
     """A GroupJudge over the configured judge worker, and that worker's name; None if none is configured."""
     from reward_pipeline.judge_client import judge_worker_name
 
-    name = judge_worker_name(runtime, worker)
+    name = judge_worker_name(settings, pool, worker)
     if name is None:
         return None
     try:
-        runtime.pool.worker(name)
+        pool.worker(name)
     except ConfigError as exc:
         raise ConfigError(f"judge worker: {exc}") from exc
-    settings = runtime.settings
     judge = GroupJudge(
-        lambda messages: runtime.gateway.call_worker(name, messages),
+        lambda messages: gateway.call_worker(name, messages),
         attempts=settings.judge_attempts,
         backoff_s=settings.judge_backoff_s,
     )
@@ -85,14 +89,14 @@ def group_jobs(s: Any, job_id: str) -> tuple[Job, list[Job]]:
 
 
 def judge_job(
-    runtime: Runtime, job_id: str, judge: GroupJudge, worker: str, *, scheme: RewardScheme = PAPER_SCHEME
+    sessions: sessionmaker[Session], job_id: str, judge: GroupJudge, worker: str, *, scheme: RewardScheme = PAPER_SCHEME
 ) -> Judgement | None:
     """Judge the group `job_id` belongs to, once all its members have finished (see the module doc).
 
     Returns the judgement row (ok or failed), or None when there is nothing to judge yet (a
     member still running, fewer than two answers) or the group was already judged.
     """
-    with runtime.sessions() as s:
+    with sessions() as s:
         root, explorers = group_jobs(s, job_id)
         jobs = [root, *explorers]
         if any(j.status not in TERMINAL_JOB for j in jobs):
@@ -114,7 +118,7 @@ def judge_job(
     if len(answered) >= 2:  # one answer alone has nothing to be ranked against
         verdict = judge.judge(problem.question, [Candidate(m.answer or "", m.workflow) for m in answered])
 
-    with runtime.sessions.begin() as s:
+    with sessions.begin() as s:
         s.execute(update(Job).where(Job.id == root_id).values(answer_chain_id=Job.answer_chain_id))  # lock
         if _already_judged(s, root_id, members):
             return None

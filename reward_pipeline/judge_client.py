@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from conductor.app.runtime import Runtime
+from conductor.config.pool import Pool
+from conductor.config.settings import Settings
 from conductor.domain.errors import ConfigError
 from conductor.inference.gateway import Gateway
 from reward_pipeline.verifiers import JudgeVerifier
@@ -32,25 +33,27 @@ def judge_complete(gateway: Gateway, worker: str) -> Callable[[list[dict[str, st
     return complete
 
 
-def judge_worker_name(runtime: Runtime, worker: str | None = None) -> str | None:
+def judge_worker_name(settings: Settings, pool: Pool, worker: str | None = None) -> str | None:
     """The pool worker that should judge, or None when nothing is configured."""
-    name = worker or runtime.settings.judge_worker
+    name = worker or settings.judge_worker
     if name:
         return str(name)
-    names = {w.name for w in runtime.pool.workers}
+    names = {w.name for w in pool.workers}
     return DEFAULT_JUDGE_WORKER if DEFAULT_JUDGE_WORKER in names else None
 
 
-def make_judge(runtime: Runtime, worker: str | None = None, *, threshold: float = 0.7) -> JudgeVerifier | None:
+def make_judge(
+    settings: Settings, pool: Pool, gateway: Gateway, worker: str | None = None, *, threshold: float = 0.7
+) -> JudgeVerifier | None:
     """A JudgeVerifier over the gateway, or None when no judge worker is configured.
 
     Raises ConfigError when `worker` names a worker the pool does not have.
     """
-    name = judge_worker_name(runtime, worker)
+    name = judge_worker_name(settings, pool, worker)
     if name is None:
         return None
     try:
-        complete = judge_complete(runtime.gateway, name)
+        complete = judge_complete(gateway, name)
     except ConfigError as exc:
         raise ConfigError(f"judge worker: {exc}") from exc
     return JudgeVerifier(complete, threshold=threshold)

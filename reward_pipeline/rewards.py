@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, update
+from sqlalchemy.orm import Session, sessionmaker
 
-from conductor.app.runtime import Runtime
 from conductor.domain.errors import InputError, JobNotFinished, VerifierError
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB, ChainStatus, JobStatus, ParseStatus, RoundKind
@@ -100,20 +100,20 @@ class _ChainSnap:
     ever_parsed: bool
 
 
-def job_has_reference(runtime: Runtime, job_id: str) -> bool:
+def job_has_reference(sessions: sessionmaker[Session], job_id: str) -> bool:
     """Whether the job's problem carries something to check answers against (answer, tests, rubric)."""
-    with runtime.sessions() as s:
+    with sessions() as s:
         return queries.has_reference(s, job_id)
 
 
-def unscored_jobs(runtime: Runtime, *, older_than_s: float, limit: int = 500) -> list[str]:
+def unscored_jobs(sessions: sessionmaker[Session], *, older_than_s: float, limit: int = 500) -> list[str]:
     """Finished jobs with a reference but no verifier reward: their score task was lost."""
-    with runtime.sessions() as s:
+    with sessions() as s:
         return queries.unscored_jobs(s, older_than_s=older_than_s, limit=limit)
 
 
 def score_job(
-    runtime: Runtime,
+    sessions: sessionmaker[Session],
     job_id: str,
     *,
     judge: Verifier | None = None,
@@ -128,7 +128,7 @@ def score_job(
     NotFound, JobNotFinished, or VerifierError when a verifier could not reach a verdict (then
     nothing is written: a group with a missing member would skew GRPO's group statistics).
     """
-    with runtime.sessions() as s:
+    with sessions() as s:
         job = queries.get_job(s, job_id)
         if job.status not in TERMINAL_JOB:
             raise JobNotFinished(f"job {job_id} is {job.status}; score it once it has finished")
@@ -149,7 +149,7 @@ def score_job(
             if c.answer is not None:
                 verdicts[c.id] = check.verify(c.answer, problem)
 
-    with runtime.sessions.begin() as s:
+    with sessions.begin() as s:
         # Lock first (see the module doc), then look again: another scorer may have finished.
         s.execute(update(Job).where(Job.id == job_id).values(answer_chain_id=Job.answer_chain_id))
         existing = _verifier_rewards(s, job_id)
@@ -182,7 +182,9 @@ def unparseable_round_reward(job_id: str, round_id: int, error: str | None, sche
     )
 
 
-def record_feedback(runtime: Runtime, job_id: str, value: Any, *, scheme: RewardScheme = PAPER_SCHEME) -> Reward:
+def record_feedback(
+    sessions: sessionmaker[Session], job_id: str, value: Any, *, scheme: RewardScheme = PAPER_SCHEME
+) -> Reward:
     """Store a user's judgement of a job's answer as a `feedback` reward on its answer chain.
 
     `value`: a score in [0, 1], a bool, or a thumbs word ("up", "down", "👍", "80%", "4/5").
@@ -194,7 +196,7 @@ def record_feedback(runtime: Runtime, job_id: str, value: Any, *, scheme: Reward
     except VerifierError as exc:
         raise InputError(str(exc)) from exc
     score = float(verdict.score if verdict.score is not None else verdict.correct)
-    with runtime.sessions.begin() as s:
+    with sessions.begin() as s:
         job = queries.get_job(s, job_id)
         s.execute(delete(Reward).where(Reward.job_id == job_id, Reward.source == FEEDBACK))
         row = Reward(

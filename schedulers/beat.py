@@ -18,11 +18,15 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from conductor.config.settings import Settings
 from conductor.domain.errors import ConfigError
 from schedulers import health, keys
 from tasks.names import TaskName
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 BEAT_LOCK_TTL_S = 60
 
@@ -108,10 +112,8 @@ def single_beat(
         client.close()
 
 
-def run_beat(settings: Settings, *, loglevel: str = "INFO") -> None:
-    from tasks.app import create_app
-
-    app = create_app(settings)
+def run_beat(app: Celery, settings: Settings, *, loglevel: str = "INFO") -> None:
+    """Run beat on `app` (the entry point's Celery app) until the process is told to stop."""
     app.conf.beat_schedule = beat_schedule(settings)
     settings.home.mkdir(parents=True, exist_ok=True)  # the schedule file lives there
     with single_beat(settings.cluster_redis_url, on_lost=_stop_this_process):

@@ -39,6 +39,7 @@ from typing import Any
 from sqlalchemy import func, literal_column, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from conductor.config.settings import Settings
 from conductor.domain.states import JobStatus
 from conductor.store.models import Job
 from schedulers.backlog import pipeline_backlog
@@ -228,12 +229,11 @@ def _now() -> Any:
     return datetime.now(UTC)
 
 
-def feeder_for(runtime: Any, send: Callable[[list[str]], None]) -> Feeder:
+def feeder_for(sessions: sessionmaker[Session], settings: Settings, send: Callable[[list[str]], None]) -> Feeder:
     """The feeder a process uses, from its settings (queue depth probed on a Redis broker)."""
     from schedulers.broker import redis_queue_depth
     from tasks.names import QUEUES
 
-    settings = runtime.settings
     depth = None
     if settings.broker_url.startswith(("redis://", "rediss://")):
         depth = redis_queue_depth(settings.broker_url, [q for q in QUEUES if q not in ("reward", "train")])
@@ -242,4 +242,4 @@ def feeder_for(runtime: Any, send: Callable[[list[str]], None]) -> Feeder:
         max_queue_depth=settings.max_queue_depth,
         default_steps=settings.max_steps,
     )
-    return Feeder(runtime.sessions, send, limits=limits, queue_depth=depth)
+    return Feeder(sessions, send, limits=limits, queue_depth=depth)

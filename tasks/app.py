@@ -1,14 +1,15 @@
-"""The Celery app: built from Settings (no module-level app), with its queues, routes and reliability knobs."""
+"""The Celery app: built from Settings (no module-level app), with its queues, routes and reliability knobs,
+and its tasks registered over the process's parts (`conductor.runtime.Runtime`). Processes get theirs
+from the composition root (`conductor.system.celery_app`)."""
 
 from __future__ import annotations
 
 from celery import Celery
 from kombu import Exchange, Queue
 
-from conductor.app.runtime import Runtime
 from conductor.config.settings import Settings
 from conductor.log_context import JOB_LOG_FORMAT
-from schedulers.limits import cluster_limiter
+from conductor.runtime import Runtime
 from tasks import job_logging
 from tasks.names import QUEUES, ROUTES
 from tasks.names import Queue as QueueName
@@ -16,7 +17,7 @@ from tasks.names import Queue as QueueName
 __all__ = ["QUEUES", "ROUTES", "create_app"]
 
 
-def create_app(settings: Settings, runtime: Runtime | None = None) -> Celery:
+def create_app(settings: Settings, runtime: Runtime) -> Celery:
     app = Celery("conductor", broker=settings.broker_url, set_as_current=False)
     app.conf.update(
         task_queues=[Queue(q, Exchange(q, type="direct"), routing_key=q) for q in QUEUES],
@@ -46,7 +47,6 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Celery:
         task_send_sent_event=settings.task_events,
     )
     job_logging.connect()
-    runtime = runtime or Runtime(settings, limiter_factory=cluster_limiter)
     from tasks.pipeline import register
 
     register(app, runtime)

@@ -9,12 +9,12 @@ from celery import Celery, Task
 
 from conductor.app.batches.batch_api import FINALIZE, READ, Batches
 from conductor.app.batches.sweep import task_id
-from conductor.app.runtime import Runtime
-from conductor.app.service import Service
 from conductor.app.webhooks import batch_event
+from conductor.runtime import Runtime
 from schedulers.broker import waiting_task_ids
 from tasks.dispatch import Dispatcher
 from tasks.names import QUEUES, TaskName
+from tasks.services import service_for
 from tasks.webhooks import send_webhook
 
 _TASKS = {READ: TaskName.BATCH_READ, FINALIZE: TaskName.BATCH_FINALIZE}
@@ -32,7 +32,7 @@ def register_batches(app: Celery, runtime: Runtime, dispatch: Dispatcher) -> Non
     def batches() -> Batches:
         if not _batches:  # built on first use: a worker process that never sees a batch needs none
             send = lambda kind, batch_id: send_batch_work(app, kind, batch_id)  # noqa: E731
-            _batches.append(Batches(Service(runtime, dispatch), send))
+            _batches.append(Batches(service_for(runtime, dispatch.submit), send))
         return _batches[0]
 
     @app.task(name=TaskName.BATCH_READ.value, bind=True, shared=False)  # type: ignore[untyped-decorator]
@@ -47,4 +47,4 @@ def register_batches(app: Celery, runtime: Runtime, dispatch: Dispatcher) -> Non
     @app.task(name=TaskName.BATCH_SWEEP.value, bind=True, shared=False)  # type: ignore[untyped-decorator]
     def batch_sweep(self: Task) -> None:
         batches().sweep(waiting())
-        batches().service.feeder.admit()  # waiting batch lines keep flowing with no client following them
+        batches().service.admit()  # waiting batch lines keep flowing with no client following them

@@ -8,10 +8,9 @@ from collections.abc import Callable
 
 from celery import Celery, Task
 
-from conductor.app.orchestrator import Orchestrator
-from conductor.app.runtime import Runtime
 from conductor.domain.effects import Effects
 from conductor.domain.errors import RateLimited
+from conductor.runtime import Runtime
 from schedulers.broker import waiting_task_ids
 from schedulers.feeder import Feeder, feeder_for
 from schedulers.health import record_reaper_run
@@ -55,13 +54,13 @@ class Pipeline:
         self.app = app
         self.runtime = runtime
         self.dispatch = Dispatcher(app)
-        self.orchestrator = Orchestrator(runtime)
+        self.orchestrator = runtime.orchestrator
         self._feeder: Feeder | None = None
 
     @property
     def feeder(self) -> Feeder:
         if self._feeder is None:
-            self._feeder = feeder_for(self.runtime, self.dispatch.submit)
+            self._feeder = feeder_for(self.runtime.sessions, self.runtime.settings, self.dispatch.submit)
         return self._feeder
 
     def finish(self, job_ids: list[str]) -> None:

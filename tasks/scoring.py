@@ -18,9 +18,8 @@ from typing import Any
 
 from celery import Celery, Task
 
-from conductor.app.runtime import Runtime
-from conductor.app.service import Service
 from conductor.domain.errors import JobNotFinished, NotFound, VerifierError
+from conductor.runtime import Runtime
 from reward_pipeline.exploration import explore
 from reward_pipeline.group_rewards import judge_job, make_group_judge
 from reward_pipeline.judge_client import make_judge
@@ -28,6 +27,7 @@ from reward_pipeline.rewards import job_has_reference, score_job
 from reward_pipeline.verifiers import Verifier
 from tasks.dispatch import Dispatcher
 from tasks.names import TaskName
+from tasks.services import service_for
 
 __all__ = ["SCORE_TASK", "register_scoring"]
 
@@ -42,7 +42,6 @@ def register_scoring(app: Celery, runtime: Runtime, *, judge: Verifier | None = 
     """Register `conductor.score` on `app`. The judges are built on first use (the pool loads lazily)."""
     state: dict[str, Any] = {}
     lock = threading.Lock()
-    service = Service(runtime, Dispatcher(app))
 
     def _lazy(key: str, build: Any) -> Any:
         with lock:
@@ -51,15 +50,17 @@ def register_scoring(app: Celery, runtime: Runtime, *, judge: Verifier | None = 
             return state[key]
 
     def _judge() -> Verifier | None:
-        return judge if judge is not None else _lazy("judge", lambda: make_judge(runtime))
+        if judge is not None:
+            return judge
+        return _lazy("judge", lambda: make_judge(runtime.settings, runtime.pool, runtime.gateway))  # type: ignore[no-any-return]
 
     @app.task(name=SCORE_TASK, bind=True, shared=False, max_retries=MAX_RETRIES)
     def score(self: Task, job_id: str, force: bool = False) -> None:
         try:
-            if not job_has_reference(runtime, job_id):
+            if not job_has_reference(runtime.sessions, job_id):
                 _without_reference(job_id)
                 return
-            rows = score_job(runtime, job_id, judge=_judge(), force=force)
+            rows = score_job(runtime.sessions, job_id, judge=_judge(), force=force)
         except (NotFound, JobNotFinished) as exc:
             log.warning("score %s: %s", job_id, exc)  # nothing to do; retrying would not help
             return
@@ -73,11 +74,12 @@ def register_scoring(app: Celery, runtime: Runtime, *, judge: Verifier | None = 
     def _without_reference(job_id: str) -> None:
         if not runtime.settings.group_judge:
             return
-        group = _lazy("group_judge", lambda: make_group_judge(runtime))
+        group = _lazy("group_judge", lambda: make_group_judge(runtime.settings, runtime.pool, runtime.gateway))
         if group is None:
             return  # no judge worker configured: such jobs stay unrewarded (feedback may still come)
+        service = _lazy("service", lambda: service_for(runtime, Dispatcher(app).submit))
         if explore(service, job_id) is not None:
             return  # judged once the exploration samples have finished
-        record = judge_job(runtime, job_id, *group)
+        record = judge_job(runtime.sessions, job_id, *group)
         if record is not None:
             log.info("judged job %s: %s %s", record.job_id, record.status, record.scores)

@@ -6,10 +6,10 @@ import logging
 
 from celery import Celery
 
-from conductor.app.runtime import Runtime
-from conductor.app.service import Service
+from conductor.runtime import Runtime
 from tasks.dispatch import Dispatcher
 from tasks.names import TaskName
+from tasks.services import service_for
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def register_training(app: Celery, runtime: Runtime) -> None:
         from reward_pipeline.evaluation.problems import data_dir
         from reward_pipeline.training.loops.cycle import run_retrain_cycle
 
-        service = Service(runtime, Dispatcher(app))
+        service = service_for(runtime, Dispatcher(app).submit)
         result = run_retrain_cycle(service, cycle_id, data_dir(), load_adapter=_adapter_loader(runtime))
         log.info("retrain cycle %s: %s", cycle_id, result.get("status"))
         return {"status": result.get("status"), "candidate": result.get("candidate")}

@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from celery import Celery, Task
 
-from conductor.app.runtime import Runtime
 from conductor.app.webhooks import deliver, job_event, overdue
+from conductor.runtime import Runtime
 
 WEBHOOK_TASK = "conductor.webhook"
 log = logging.getLogger("conductor.webhooks")

@@ -18,8 +18,9 @@ from api.errors import error_body
 from api.routes.models import model_names
 from api.schemas.chat import ChatCompletion, ChatCompletionRequest
 from api.schemas.common import ErrorResponse
-from conductor.app.api_service import ApiService
-from conductor.app.openai_shapes import chat_completion, conductor_info, job_workflows, usage_of
+from conductor.app.openai_shapes import chat_completion, conductor_info, job_workflows
+from conductor.app.read_models import Usage
+from conductor.app.tenant_jobs import TenantJobs
 from conductor.domain.errors import NotFound
 from conductor.domain.states import JobStatus
 from conductor.store.models import Job
@@ -30,7 +31,7 @@ POLL_S = 0.1
 ANSWERED = (JobStatus.DONE.value, JobStatus.BUDGET_EXCEEDED.value)
 
 
-def _finished(api: ApiService, job_id: str) -> tuple[Job, list[dict[str, Any]]]:
+def _finished(api: TenantJobs, job_id: str) -> tuple[Job, list[dict[str, Any]]]:
     with api.sessions() as s:
         job = s.get_one(Job, job_id)
         return job, job_workflows(s, [job_id])[job_id]
@@ -89,7 +90,7 @@ def _sse(obj: dict[str, Any]) -> str:
 
 
 async def _stream(
-    api: ApiService, request: Request, tenant_id: str, job_id: str, model: str, include_usage: bool
+    api: TenantJobs, request: Request, tenant_id: str, job_id: str, model: str, include_usage: bool
 ) -> AsyncIterator[str]:
     created = int(time.time())
 
@@ -128,7 +129,7 @@ async def _stream(
     finish = "length" if job.status == JobStatus.BUDGET_EXCEEDED.value else "stop"
     yield _sse(chunk({}, finish, conductor=conductor_info(job, workflows)))
     if include_usage:
-        yield _sse({**chunk({}), "choices": [], "usage": usage_of(job)})
+        yield _sse({**chunk({}), "choices": [], "usage": Usage.of(job).openai()})
     yield "data: [DONE]\n\n"
 
 

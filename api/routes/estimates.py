@@ -9,9 +9,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import Api, JobsCaller
+from api.deps import Estimator, JobsCaller
 from api.schemas.common import ErrorResponse, Reasoning
-from conductor.app.estimate import estimate
 from conductor.domain.problem import Problem
 
 router = APIRouter(prefix="/v1/estimates", tags=["estimates"], responses={400: {"model": ErrorResponse}})
@@ -26,9 +25,8 @@ class EstimateRequest(BaseModel):
 
 
 @router.post("")
-async def create_estimate(body: EstimateRequest, request: Request, api: Api, _: JobsCaller) -> dict[str, Any]:
-    rt = api.service.rt
+async def create_estimate(
+    body: EstimateRequest, request: Request, estimate: Estimator, _: JobsCaller
+) -> dict[str, Any]:
     effort = body.reasoning.effort if body.reasoning else None
-    return await asyncio.to_thread(
-        estimate, rt.sessions, rt.pool, rt.settings, body.problems, effort=effort, samples=body.samples
-    )
+    return await asyncio.to_thread(estimate, body.problems, effort=effort, samples=body.samples)

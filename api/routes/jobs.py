@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
@@ -16,40 +16,28 @@ from api.schemas.jobs import (
     JobList,
     JobState,
     JobSummary,
-    JobUsage,
 )
+from conductor.app import read_models
 from conductor.app.service import JobSpec
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={404: {"model": ErrorResponse}})
 
 
-def _usage(v: dict[str, Any]) -> JobUsage:
-    return JobUsage(
-        prompt_tokens=v["prompt_tokens"],
-        completion_tokens=v["completion_tokens"],
-        total_tokens=v["prompt_tokens"] + v["completion_tokens"],
-        model_calls=v["model_calls"],
-        cost_usd=round(v.get("cost_usd", v.get("cost", 0.0)), 8),
-    )
+def _summary(job: read_models.JobSummary) -> JobSummary:
+    return JobSummary.model_validate(job.to_json())
 
 
-def _shared(v: dict[str, Any]) -> dict[str, Any]:
-    """The fields a job's summary and its detail have in common."""
-    keys = ("status", "batch_id", "priority", "answer", "error", "created_at", "finished_at")
-    return {**{k: v[k] for k in keys}, "usage": _usage(v)}
-
-
-def _summary(v: dict[str, Any]) -> JobSummary:
-    return JobSummary(id=v["id"], custom_id=v["custom_id"], **_shared(v))
-
-
-def _detail(v: dict[str, Any]) -> JobDetail:
-    extra = ("question", "workflow", "rounds", "samples", "rewards", "chains")
-    return JobDetail(
-        id=v["job_id"],
-        custom_id=v["id"] if v["id"] != v["job_id"] else None,
-        **_shared(v),
-        **{k: v[k] for k in extra},
+def _detail(job: read_models.JobDetail) -> JobDetail:
+    return JobDetail.model_validate(
+        {
+            **job.summary.to_json(),
+            "question": job.question,
+            "workflow": job.line.workflow,
+            "rounds": job.line.rounds,
+            "samples": job.samples,
+            "rewards": job.rewards,
+            "chains": job.chains,
+        }
     )
 
 

@@ -17,7 +17,7 @@ from api.routes.models import model_names
 from api.schemas.common import ErrorResponse
 from api.schemas.responses import ResponseCreate
 from conductor.app import responses
-from conductor.app.api_service import ApiService
+from conductor.app.tenant_jobs import TenantJobs
 from conductor.domain.errors import InputError
 
 router = APIRouter(prefix="/v1/responses", tags=["responses"], responses={404: {"model": ErrorResponse}})
@@ -88,7 +88,7 @@ def cancel_response(resp_id: str, api: Api, who: ChatCaller) -> Any:
     return api.cancel_response(who.tenant_id, resp_id)
 
 
-async def _events(api: ApiService, request: Request, tenant_id: str, resp_id: str, after: int) -> AsyncIterator[str]:
+async def _events(api: TenantJobs, request: Request, tenant_id: str, resp_id: str, after: int) -> AsyncIterator[str]:
     """The stream's events after `after`, as they become true; ends with the closing event."""
     sent = after
     while True:

@@ -1,1 +1,1 @@
-"""Application services: the orchestrator, the service used by every entry point, the runtime wiring."""
+"""Application services: the orchestrator, the service every entry point uses, tenant views, read models."""

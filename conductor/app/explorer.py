@@ -12,9 +12,10 @@ from sqlalchemy import String, cast, func, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql import Select
 
-from conductor.app.api_service import TERMINAL_VALUES, JobPage, job_summary, page_of_jobs
-from conductor.app.views import job_view
+from conductor.app.read_models import JobDetail, JobSummary
+from conductor.app.tenant_jobs import JobPage, page_of_jobs
 from conductor.domain.errors import NotFound
+from conductor.domain.states import TERMINAL_JOB_VALUES
 from conductor.store.models import Batch, Checkpoint, Job, Tenant, TrainingCycle
 
 #: The fields of a problem that are its reference (what a verifier scores against).
@@ -82,7 +83,7 @@ class Explorer:
                 mine = [r for r in per_status if r[0] == b.id]
                 counts = {str(r[1]): int(r[2]) for r in mine}
                 jobs = sum(counts.values())
-                ended = sum(n for st, n in counts.items() if st in TERMINAL_VALUES)
+                ended = sum(n for st, n in counts.items() if st in TERMINAL_JOB_VALUES)
                 starts = [t for t in (_aware(r[5]) for r in mine) if t is not None]
                 first = min(starts) if starts else _aware(b.in_progress_at or b.created_at)
                 total = max(b.total, jobs)
@@ -115,7 +116,7 @@ class Explorer:
         text: str | None = None,
         limit: int = 25,
         cursor: str | None = None,
-    ) -> JobPage:
+    ) -> JobPage[dict[str, Any]]:
         """Newest first; `text` matches the id, the problem's id or question, the answer or the error."""
         q = self._scoped(select(Job), Job, viewer)
         if status:
@@ -133,7 +134,7 @@ class Explorer:
                     func.lower(Job.error).like(like),
                 )
             )
-        return page_of_jobs(self.sessions, q, limit=limit, cursor=cursor, view=_listed)
+        return page_of_jobs(self.sessions, q, _listed, limit=limit, cursor=cursor)
 
     def job(self, viewer: Viewer, job_id: str) -> dict[str, Any]:
         """The job as the API shows it, plus its reference and policy; NotFound outside the viewer's scope."""
@@ -141,16 +142,9 @@ class Explorer:
             job = s.get(Job, job_id)
             if job is None or not (viewer.admin or job.tenant_id == viewer.tenant_id):
                 raise NotFound(f"no job {job_id}")
-            view = job_view(job, s)
+            view = JobDetail.of(job, s).to_json()
             reference = {k: job.problem[k] for k in REFERENCE_FIELDS if job.problem.get(k) not in (None, "", [])}
-            view.update(
-                batch_id=job.batch_id,
-                priority=job.priority,
-                options=job.options,
-                reference=reference or None,
-                cost_usd=job.cost_usd,
-                terminal=job.status in TERMINAL_VALUES,
-            )
+            view.update(reference=reference or None, terminal=job.status in TERMINAL_JOB_VALUES)
             return view
 
     # -- checkpoints -------------------------------------------------------------------------
@@ -204,7 +198,7 @@ class Explorer:
 
 
 def _listed(job: Job) -> dict[str, Any]:
-    return {**job_summary(job), "question": str(job.problem.get("question", ""))}
+    return {**JobSummary.of(job).to_json(), "question": str(job.problem.get("question", ""))}
 
 
 def _lineage(rows: list[Checkpoint]) -> list[tuple[Checkpoint, int]]:

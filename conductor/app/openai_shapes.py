@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from conductor.app.read_models import Usage
 from conductor.domain.states import JobStatus
 from conductor.store.models import Chain, Job, Round
 
@@ -42,16 +43,8 @@ def chat_completion(job: Job, workflows: list[dict[str, Any]], model: str) -> di
                 "logprobs": None,
             }
         ],
-        "usage": usage_of(job),
+        "usage": Usage.of(job).openai(),
         "conductor": conductor_info(job, workflows),
-    }
-
-
-def usage_of(job: Job) -> dict[str, int]:
-    return {
-        "prompt_tokens": job.prompt_tokens,
-        "completion_tokens": job.completion_tokens,
-        "total_tokens": job.prompt_tokens + job.completion_tokens,
     }
 
 

@@ -8,33 +8,36 @@ from __future__ import annotations
 from typing import Any
 
 from conductor import log_context
-from conductor.app.runtime import Runtime
+from conductor.config.pool import Pool
 from conductor.domain.effects import Effects, RoundTask
 from conductor.domain.errors import ModelCallError, RateLimited
 from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.prompts import build_plan_messages, build_replan_messages, build_step_messages
 from conductor.domain.states import RoundKind
-from conductor.engine import PlanRecord
+from conductor.engine import Engine, PlanRecord
+from conductor.inference.gateway import Gateway
 
 
 class Orchestrator:
-    def __init__(self, runtime: Runtime) -> None:
-        self.rt = runtime
+    def __init__(self, engine: Engine, gateway: Gateway, pool: Pool) -> None:
+        self.engine = engine
+        self.gateway = gateway
+        self.pool = pool
 
     def start(self, job_id: str) -> Effects:
-        return self.rt.engine.start_job(job_id)
+        return self.engine.start_job(job_id)
 
     def plan_round(self, round_id: int, host: str = "", requeue_after: float | None = None) -> Effects:
         """Call the Conductor for a round. With `requeue_after`, a provider that kept failing hands the
         round back to come again after that many seconds instead of failing it."""
-        engine = self.rt.engine
+        engine = self.engine
         task, ended = engine.lease_round(round_id, host)  # the lease and the call's budget: one transaction
         if task is None:
             return ended
         log_context.note_job(task.job_id)  # the message carried only the round id
         messages = self._plan_messages(task)
         try:
-            c = self.rt.gateway.call_conductor(messages, pin=task.policy, grammar=self._plan_grammar(task))
+            c = self.gateway.call_conductor(messages, pin=task.policy, grammar=self._plan_grammar(task))
         except RateLimited:
             raise  # the task hands the round back and re-queues it
         except ModelCallError as exc:
@@ -43,7 +46,7 @@ class Orchestrator:
         return engine.record_plan(round_id, PlanRecord(messages=messages, completion=c))
 
     def _plan_messages(self, task: RoundTask) -> list[dict[str, Any]]:
-        cards = self.rt.pool.cards()
+        cards = self.pool.cards()
         if task.kind == RoundKind.REPLAN and task.previous is not None:
             return build_replan_messages(
                 task.question,
@@ -52,13 +55,13 @@ class Orchestrator:
                 previous_answer=task.previous_answer or "",
                 max_steps=task.max_steps,
             )
-        return build_plan_messages(task.question, cards, max_steps=task.max_steps, style=self.rt.pool.conductor.prompt)
+        return build_plan_messages(task.question, cards, max_steps=task.max_steps, style=self.pool.conductor.prompt)
 
     def _plan_grammar(self, task: RoundTask) -> PlanGrammar:
         """The plans the engine's parser will accept for this round, sized to the Conductor's token cap."""
-        conductor = self.rt.pool.conductor
+        conductor = self.pool.conductor
         return PlanGrammar.for_round(
-            len(self.rt.pool.cards()),
+            len(self.pool.cards()),
             max_steps=task.max_steps,
             max_tokens=conductor.max_tokens,
             prompt_style=conductor.prompt,
@@ -67,7 +70,7 @@ class Orchestrator:
 
     def run_step(self, step_id: int, host: str = "", requeue_after: float | None = None) -> Effects:
         """Run a step's model call; `requeue_after` as in `plan_round`."""
-        engine, pool = self.rt.engine, self.rt.pool
+        engine, pool = self.engine, self.pool
         task, ended = engine.lease_step(step_id, host)  # the lease and the call's budget: one transaction
         if task is None:
             return ended
@@ -79,9 +82,9 @@ class Orchestrator:
         try:
             if as_conductor:
                 # At the depth cap the Conductor answers directly, as an ordinary worker.
-                c = self.rt.gateway.call_spec(pool.conductor, messages, label="conductor")
+                c = self.gateway.call_spec(pool.conductor, messages, label="conductor")
             else:
-                c = self.rt.gateway.call_worker(task.worker_name, messages)
+                c = self.gateway.call_worker(task.worker_name, messages)
         except RateLimited:
             raise  # the task hands the step back and re-queues it; a limit is not a failure
         except ModelCallError as exc:
@@ -96,12 +99,12 @@ class Orchestrator:
 
     def finalize(self, job_id: str) -> Effects:
         """Close the job; a job whose problem has a reference is then scored."""
-        return self.rt.engine.close_job(job_id)
+        return self.engine.close_job(job_id)
 
     def recover(self, waiting: Effects | None = None) -> Effects:
         """Lost pipeline work, and score tasks lost between finalize's commit and their sending;
         `waiting` is the work whose message a broker queue holds (None: the broker cannot tell)."""
-        return self.rt.engine.recover(waiting=waiting)
+        return self.engine.recover(waiting=waiting)
 
 
 def _requeue_if_transient(exc: ModelCallError, requeue_after: float | None) -> None:

@@ -6,14 +6,16 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.app.batches import stream as batch_stream
-from conductor.app.runtime import Runtime
-from conductor.app.views import job_view, trace_line
+from conductor.app.read_models import JobDetail, ResultLine
+from conductor.app.views import trace_line
+from conductor.config.settings import Settings
 from conductor.domain.effort import knob
 from conductor.domain.errors import InputError, NotFound
 from conductor.domain.inputs import read_problems
@@ -21,13 +23,11 @@ from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB, JobStatus
 from conductor.store import queries
 from conductor.store.models import Batch, Job, new_id
-from conductor.store.queries import result_line
 
-
-class Submitter(Protocol):
-    """Whatever starts jobs (the Celery dispatcher in practice)."""
-
-    def submit(self, job_ids: list[str]) -> None: ...
+#: Starts jobs now (the Celery dispatcher's `submit` in practice).
+Submit = Callable[[list[str]], None]
+#: Lets waiting jobs into the broker as the cluster has room (a `schedulers.feeder.Feeder`'s `admit`).
+Admit = Callable[[], object]
 
 
 @dataclass(frozen=True)
@@ -77,20 +77,14 @@ class BatchReport:
 
 
 class Service:
-    def __init__(self, runtime: Runtime, submitter: Submitter) -> None:
-        self.rt = runtime
-        self.submitter = submitter
-        self._feeder: Any = None
+    """Submit and read jobs over a store. `submit` sends jobs to the broker at once; `admit` is the
+    admission seam: waiting jobs enter the broker as the cluster has room, fairly across tenants."""
 
-    @property
-    def feeder(self) -> Any:
-        """The admission seam (schedulers.feeder.Feeder): batches wait in the store and enter the
-        broker as the cluster has room, fairly across tenants."""
-        if self._feeder is None:
-            from schedulers.feeder import feeder_for
-
-            self._feeder = feeder_for(self.rt, self.submitter.submit)
-        return self._feeder
+    def __init__(self, sessions: sessionmaker[Session], settings: Settings, *, submit: Submit, admit: Admit) -> None:
+        self.sessions = sessions
+        self.settings = settings
+        self.submit_jobs = submit
+        self.admit = admit
 
     # -- submit --------------------------------------------------------------------------
     def submit(self, problem: Problem, spec: JobSpec = JobSpec(), *, via_feeder: bool = False) -> tuple[str, bool]:
@@ -103,7 +97,7 @@ class Service:
         if via_feeder:
             job.status = JobStatus.WAITING
         try:
-            with self.rt.sessions.begin() as s:
+            with self.sessions.begin() as s:
                 s.add(job)
         except IntegrityError as exc:
             if spec.idempotency_key is None:
@@ -113,9 +107,9 @@ class Service:
                 raise NotFound(f"no job with idempotency key {spec.idempotency_key!r}") from exc
             return first, False
         if via_feeder:
-            self.feeder.admit()
+            self.admit()
         else:
-            self.submitter.submit([job.id])
+            self.submit_jobs([job.id])
         return job.id, True
 
     def submit_batch(
@@ -133,14 +127,14 @@ class Service:
 
         The file is streamed and jobs are inserted `chunk` at a time as ``waiting``; the feeder
         admits them into the broker as the cluster has room (after each chunk, then whenever
-        someone calls `feeder.admit()`: `wait_batch`, finalize, the reaper). With
+        someone calls `admit()`: `wait_batch`, finalize, the reaper). With
         `keep_ids=False` no list of job ids is kept (100k-problem batches: follow them with
         `wait_batch` and `batch_result_lines`).
         """
         if spec.idempotency_key is not None:
             raise InputError("an idempotency key names one job, not every job of a batch")
         batch = Batch(id=new_id(), tenant_id=spec.tenant_id, source=str(path))
-        samples = self.rt.settings.samples
+        samples = self.settings.samples
 
         def row(problem: Problem, line: int) -> dict[str, Any]:
             return {
@@ -151,13 +145,13 @@ class Service:
             }
 
         streamed = batch_stream.insert_streaming(
-            self.rt.sessions,
+            self.sessions,
             read_problems(path, format=format),
             batch=batch,
             job_row=row,
             limit=limit,
             chunk=chunk,
-            after_chunk=self.feeder.admit,
+            after_chunk=self.admit,
             keep_ids=keep_ids,
         )
         return BatchReport(batch_id=batch.id, job_ids=streamed.job_ids or [], rejected=streamed.rejected)
@@ -167,7 +161,7 @@ class Service:
     ) -> Job:
         """A queued job row for `problem`, not yet stored (the caller adds it in its own transaction)."""
         return Job(
-            **spec.columns(problem, default_samples=self.rt.settings.samples),
+            **spec.columns(problem, default_samples=self.settings.samples),
             batch_id=batch_id,
             line_no=line_no,
             status=JobStatus.QUEUED,
@@ -175,7 +169,7 @@ class Service:
 
     def job_for_key(self, tenant_id: str | None, key: str) -> str | None:
         """The job an idempotency key already created for the tenant (None: not yet)."""
-        with self.rt.sessions() as s:
+        with self.sessions() as s:
             return s.scalar(
                 select(Job.id).where(
                     Job.tenant_id == tenant_id,  # None compiles to IS NULL
@@ -197,8 +191,8 @@ class Service:
         deadline = None if timeout is None else time.monotonic() + timeout
         last = -1
         while True:
-            self.feeder.admit()
-            with self.rt.sessions() as s:
+            self.admit()
+            with self.sessions() as s:
                 done = sum(queries.count_ended(s, chunk) for chunk in _chunks(ids, 500))
             if on_progress and done != last:
                 on_progress(done, len(ids))
@@ -212,7 +206,7 @@ class Service:
     def batch_progress(self, batch_id: str) -> tuple[int, int]:
         """(terminal jobs, all jobs) of a batch: two indexed counts, whatever its size."""
         terminal = [s.value for s in TERMINAL_JOB]
-        with self.rt.sessions() as s:
+        with self.sessions() as s:
             total = s.scalar(select(func.count()).where(Job.batch_id == batch_id)) or 0
             done = s.scalar(select(func.count()).where(Job.batch_id == batch_id, Job.status.in_(terminal))) or 0
         return done, total
@@ -230,7 +224,7 @@ class Service:
         last = -1
         while True:
             try:
-                self.feeder.admit()
+                self.admit()
                 done, total = self.batch_progress(batch_id)
             except Exception as exc:  # the follower outlives a broker or database restart
                 if not _transient(exc) or (deadline is not None and time.monotonic() > deadline):
@@ -247,17 +241,21 @@ class Service:
             time.sleep(poll_s)
 
     def batch_result_lines(self, batch_id: str) -> Iterator[dict[str, Any]]:
-        """One result line per job of a batch, in line order, streamed with eager loading."""
-        for job in batch_stream.iter_jobs(self.rt.sessions, batch_id=batch_id):
-            yield result_line(job)
+        """One result line (`ResultLine`'s JSON) per job of a batch, in line order, streamed with eager loading."""
+        for job in batch_stream.iter_jobs(self.sessions, batch_id=batch_id):
+            yield ResultLine.of(job).to_json()
+
+    def job_detail(self, job_id: str) -> JobDetail:
+        with self.sessions() as s:
+            return JobDetail.of(queries.get_job(s, job_id), s)
 
     def job(self, job_id: str) -> dict[str, Any]:
-        with self.rt.sessions() as s:
-            return job_view(queries.get_job(s, job_id), s)
+        """The job's detail as JSON (`conductor status`)."""
+        return self.job_detail(job_id).to_json()
 
     def result_lines(self, job_ids: Iterable[str]) -> Iterator[dict[str, Any]]:
-        for job in batch_stream.iter_jobs(self.rt.sessions, job_ids=job_ids):
-            yield result_line(job)
+        for job in batch_stream.iter_jobs(self.sessions, job_ids=job_ids):
+            yield ResultLine.of(job).to_json()
 
     # -- traces ---------------------------------------------------------------------------
     def usage(self, *, batch_id: str | None = None, tenant_id: str | None = None) -> dict[str, Any]:
@@ -278,7 +276,7 @@ class Service:
             q = q.where(Job.batch_id == batch_id)
         if tenant_id is not None:
             q = q.where(Job.tenant_id == tenant_id)
-        with self.rt.sessions() as s:
+        with self.sessions() as s:
             rows = s.execute(q.where(Job.explore_of.is_(None))).all()
             background = queries.background_usage(s, batch_id=batch_id, tenant_id=tenant_id)
         by_status = {status: n for status, n, *_ in rows}
@@ -308,7 +306,7 @@ class Service:
         that gates a checkpoint would make the gate meaningless.
         """
         with out.open("w") as fh:
-            return batch_stream.write_traces(self.rt.sessions, fh, trace_line, include_eval=include_eval)
+            return batch_stream.write_traces(self.sessions, fh, trace_line, include_eval=include_eval)
 
 
 def _transient(exc: Exception) -> bool:

@@ -1,34 +1,14 @@
-"""Read views: a job with its chains, rounds, steps and rewards as `conductor status` and the API show it,
-and one Conductor round as a line of the trace export."""
+"""Nested views: a chain with its rounds and steps, and a reward, as a job's detail shows them
+(`conductor.app.read_models.JobDetail`); one Conductor round as a line of the trace export."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from conductor.store import queries
-from conductor.store.models import Chain, Job, Reward, Round
-from conductor.store.queries import result_line
+from conductor.store.models import Chain, Reward, Round
 
 
-def job_view(job: Job, s: Any) -> dict[str, Any]:
-    """A job with its rounds, steps and rewards (`conductor status`)."""
-    rewards = queries.job_rewards(s, job.id)
-    return {
-        **result_line(job),
-        "question": job.problem.get("question"),
-        "samples": job.samples,
-        "model_calls": job.model_calls,
-        "prompt_tokens": job.prompt_tokens,
-        "completion_tokens": job.completion_tokens,
-        "cache": {"hits": job.cache_hits, "tokens": job.cached_tokens, "saved_usd": job.saved_usd},
-        "created_at": job.created_at.isoformat() if job.created_at else None,
-        "finished_at": job.finished_at.isoformat() if job.finished_at else None,
-        "rewards": [_reward_view(r) for r in rewards],
-        "chains": [_chain_view(c) for c in job.chains],
-    }
-
-
-def _chain_view(c: Chain) -> dict[str, Any]:
+def chain_view(c: Chain) -> dict[str, Any]:
     return {
         "chain_id": c.id,
         "sample": c.sample_index,
@@ -79,7 +59,7 @@ def _chain_view(c: Chain) -> dict[str, Any]:
     }
 
 
-def _reward_view(r: Reward) -> dict[str, Any]:
+def reward_view(r: Reward) -> dict[str, Any]:
     return {
         "value": r.value,
         "correct": r.correct,

@@ -15,9 +15,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from standardwebhooks import Webhook
 
 from conductor.app import responses
-from conductor.app.api_service import TERMINAL_VALUES
+from conductor.app.read_models import JobSummary
 from conductor.config.settings import Settings
 from conductor.domain.errors import NotFound
+from conductor.domain.states import TERMINAL_JOB_VALUES
 from conductor.store.models import Batch, Job, Tenant, WebhookAttempt, WebhookDelivery, utcnow
 
 DELIVERED, PENDING, FAILED = "delivered", "pending", "failed"
@@ -36,7 +37,7 @@ def job_event(sessions: sessionmaker[Session], job_id: str) -> str | None:
         if endpoint is None or not (endpoint[0] or endpoint[1]):
             return None
         job = s.get(Job, job_id)
-        if job is None or job.status not in TERMINAL_VALUES:
+        if job is None or job.status not in TERMINAL_JOB_VALUES:
             return None
         if job.batch_id is not None and not job.webhook_url:
             return None  # batch jobs report once, as the batch
@@ -52,15 +53,7 @@ def job_event(sessions: sessionmaker[Session], job_id: str) -> str | None:
                 resp["status"], f"response.{resp['status']}"
             )
             return _record(s, job.tenant_id, event, job.id, url, resp)
-        data = {
-            "id": job.id,
-            "object": "job",
-            "status": job.status,
-            "answer": job.answer,
-            "error": job.error,
-            "usage": {"prompt_tokens": job.prompt_tokens, "completion_tokens": job.completion_tokens},
-            "cost_usd": job.cost_usd,
-        }
+        data = JobSummary.of(job).to_json()  # the job as `GET /v1/jobs` lists it
         return _record(s, job.tenant_id, f"job.{job.status}", job.id, url, data)
 
 

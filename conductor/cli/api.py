@@ -52,8 +52,8 @@ def keys_create(
     webhook_url: str | None = typer.Option(None, help="Tenant's webhook endpoint for job and batch events."),
 ) -> None:
     """Create an API key and print it once (only its hash is kept), with the tenant's webhook secret."""
-    from conductor.app.runtime import Runtime
     from conductor.app.tenants import Quotas, create_key
+    from conductor.runtime import Runtime
     from conductor.store.models import Tenant
 
     with errors_to_exit_codes():
@@ -82,8 +82,8 @@ def keys_create(
 @keys_app.command("revoke")
 def keys_revoke(prefix: str = typer.Argument(..., help="The key's first 10 characters.")) -> None:
     """Revoke a key by its prefix."""
-    from conductor.app.runtime import Runtime
     from conductor.app.tenants import revoke_key
+    from conductor.runtime import Runtime
 
     with errors_to_exit_codes():
         runtime = Runtime(load_settings())
@@ -101,9 +101,9 @@ def keys_exploration(
 ) -> None:
     """Opt a tenant in or out of exploration: extra Conductor samples of its jobs without a reference,
     run after its answer, judged and used for retraining. A tenant never asked is off."""
-    from conductor.app.runtime import Runtime
     from conductor.app.tenants import set_exploration
     from conductor.domain.errors import InputError
+    from conductor.runtime import Runtime
 
     choices = {"on": True, "off": False, "unset": None}
     with errors_to_exit_codes():

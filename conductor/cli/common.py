@@ -12,7 +12,6 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -21,9 +20,8 @@ import typer
 from conductor.domain.errors import ConductorError, ConfigError, InputError, ModelServerUnreachable, NotFound
 
 if TYPE_CHECKING:
-    from conductor.app.runtime import Runtime
-    from conductor.app.service import Service
     from conductor.config.settings import Settings
+    from conductor.system import System
 
 #: Exit code for a broker, database or model server that cannot be reached.
 UNREACHABLE_EXIT_CODE = 5
@@ -47,56 +45,15 @@ def load_settings(**overrides: Any) -> Settings:
     return _last_settings
 
 
-@dataclass
-class System:
-    settings: Settings
-    runtime: Runtime
-    service: Service
-
-
 @contextlib.contextmanager
 def running_system(settings: Settings, *, needs_worker: bool = True) -> Iterator[System]:
-    """The service, plus an in-process worker when the broker is memory:// (the embedded default)."""
-    # Celery is imported here, not at module level: the transport stays out of the domain.
-    from conductor.app.runtime import Runtime
-    from conductor.app.service import Service
-    from schedulers.limits import cluster_limiter
-    from tasks.app import create_app
-    from tasks.dispatch import Dispatcher
-    from tasks.embedded import EmbeddedWorker
-    from tasks.names import TaskName
+    """The composition root's system (`conductor.system`), with an in-process worker when the broker
+    is memory:// (the embedded default) and the command runs jobs; that first run pulls the bundled model."""
+    # Imported here, not at module level: `conductor --help` must not import Celery.
+    from conductor.system import running_system as build
 
-    runtime = Runtime(settings, limiter_factory=cluster_limiter)
-    if settings.embedded and needs_worker and _uses_default_local_model(runtime):
-        from conductor.inference.local_model import is_pulled, pull_default_model
-
-        if not is_pulled(settings.model_cache):
-            typer.echo("pulling the default local model (first run only)...", err=True)
-            pull_default_model(settings.model_cache)
-    app = create_app(settings, runtime)
-    runtime.migrate()  # migrate before any task runs
-    service = Service(runtime, Dispatcher(app))
-    try:
-        if settings.embedded and needs_worker:
-            with EmbeddedWorker(
-                app,
-                concurrency=settings.embedded_concurrency,
-                reap_every_s=settings.reaper_interval_s,
-                periodic={TaskName.BATCH_SWEEP.value: settings.batch_sweep_s},
-            ):
-                yield System(settings, runtime, service)
-        else:
-            yield System(settings, runtime, service)
-    finally:
-        runtime.close()
-
-
-def _uses_default_local_model(runtime: Runtime) -> bool:
-    """Whether the pool calls the bundled model in-process (a hosted pool needs no download)."""
-    from conductor.inference.local_model import DEFAULT_MODEL_NAME
-
-    pool = runtime.pool
-    return any(spec.model == f"local/{DEFAULT_MODEL_NAME}" for spec in [pool.conductor, *pool.workers])
+    with build(settings, worker=settings.embedded and needs_worker, pull_model=True) as system:
+        yield system
 
 
 # --------------------------------------------------------------------------- unreachable services

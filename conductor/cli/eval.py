@@ -59,19 +59,20 @@ def eval_command(
         if not benches:
             raise InputError("no benchmark given")
         with running_system(load_settings(pool_file=pool)) as sysm:
-            chosen = parse_methods(methods, sysm.runtime.pool)
+            rt = sysm.runtime
+            chosen = parse_methods(methods, rt.pool)
             for b in benches:
                 for why in b.rejected[:5]:
                     typer.echo(f"{b.label}: {why}", err=True)
             report = run_eval(
-                sysm.runtime,
                 sysm.service,
+                rt.pool,
                 benchmarks=benches,
                 methods=chosen,
                 out=out,
                 parallel=parallel,
                 job_timeout_s=job_timeout,
-                judge=make_judge(sysm.runtime, judge),
+                judge=make_judge(rt.settings, rt.pool, rt.gateway, judge),
                 progress=progress,
                 echo=lambda msg: typer.echo(msg, err=True),
             )
@@ -101,10 +102,11 @@ def verify_command(
     with errors_to_exit_codes():
         judge_verifier = None
         if judge:
-            from conductor.app.runtime import Runtime
+            from conductor.system import runtime_for
             from reward_pipeline.judge_client import make_judge
 
-            judge_verifier = make_judge(Runtime(load_settings()), judge)
+            rt = runtime_for(load_settings())
+            judge_verifier = make_judge(rt.settings, rt.pool, rt.gateway, judge)
         rep = verify_answers(file, answers, judge=judge_verifier, data=data_dir)
         for why in rep.bad_lines[:10]:
             typer.echo(f"skipped: {why}", err=True)
@@ -136,7 +138,7 @@ def feedback_command(
     from reward_pipeline.rewards import record_feedback
 
     with errors_to_exit_codes(), running_system(load_settings(), needs_worker=False) as sysm:
-        row = record_feedback(sysm.runtime, job_id, score)
+        row = record_feedback(sysm.service.sessions, job_id, score)
         echo_json(
             {
                 "job_id": job_id,
@@ -159,7 +161,8 @@ def score_command(
     from reward_pipeline.rewards import score_job
 
     with errors_to_exit_codes(), running_system(load_settings(), needs_worker=False) as sysm:
-        rows = score_job(sysm.runtime, job_id, judge=make_judge(sysm.runtime, judge), force=force)
+        rt = sysm.runtime
+        rows = score_job(rt.sessions, job_id, judge=make_judge(rt.settings, rt.pool, rt.gateway, judge), force=force)
         echo_json(
             [
                 {

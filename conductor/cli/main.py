@@ -6,12 +6,16 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from conductor.cli import common, marks
-from conductor.cli.common import System, echo_json, errors_to_exit_codes, load_settings, running_system
+from conductor.cli.common import echo_json, errors_to_exit_codes, load_settings, running_system
 from conductor.domain.errors import InputError
+
+if TYPE_CHECKING:
+    from conductor.system import System
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__, pretty_exceptions_show_locals=False)
 traces_app = typer.Typer(no_args_is_help=True, help="Conductor traces for GRPO training.")
@@ -69,12 +73,12 @@ def solve(
         elif not unreachable or common.DEBUG:  # an unreachable server: its one line says it all
             typer.echo(
                 f"job {job_id}: {view['status']} in {time.monotonic() - started:.1f}s, "
-                f"{view['tokens']} tokens, ${view['cost']:.6f}"
+                f"{view['tokens']} tokens, ${view['cost_usd']:.6f}"
             )
             typer.echo("\n".join(_workflow_lines(view)))
             typer.echo(f"answer: {view['answer'] if view['answer'] is not None else '-'}")
             if answer is not None:
-                verdict = marks.verdict(sysm.runtime, job_id)
+                verdict = marks.verdict(sysm.service.sessions, job_id)
                 typer.echo(f"reference: {answer} -> {verdict.mark}")
             if view["error"]:
                 typer.echo(f"error: {view['error']}")
@@ -86,12 +90,12 @@ def _print_estimate(file: Path, format: str | None, limit: int | None, effort: s
     import itertools
 
     from conductor.app.estimate import estimate
-    from conductor.app.runtime import Runtime
     from conductor.domain.inputs import read_problems
     from conductor.domain.problem import Problem
+    from conductor.system import runtime_for
 
     with errors_to_exit_codes():
-        runtime = Runtime(load_settings())
+        runtime = runtime_for(load_settings())
         try:
             items = itertools.islice(read_problems(file, format=format), limit)
             problems = [p for _, p in items if isinstance(p, Problem)]
@@ -183,7 +187,7 @@ def run(
         board = marks.Scoreboard()
         try:
             for line in sysm.service.batch_result_lines(report.batch_id):
-                verdict = marks.verdict(sysm.runtime, line["job_id"])
+                verdict = marks.verdict(sysm.service.sessions, line["job_id"])
                 board.add(verdict)
                 sink.write(json.dumps(marks.annotate(line, verdict)) + "\n")
                 unreachable.add(line)
@@ -232,18 +236,17 @@ def cluster_status(sysm: System) -> dict:
     from tasks.app import QUEUES
 
     settings = sysm.settings
-    waiting = len(unscored_jobs(sysm.runtime, older_than_s=settings.ready_grace_s))
+    waiting = len(unscored_jobs(sysm.service.sessions, older_than_s=settings.ready_grace_s))
     report: dict = {"broker": common.redact_url(settings.broker_url), "database": common.redact_url(settings.db_url)}
     if settings.cluster_redis_url is None:
         report |= {"mode": "embedded (the in-process worker runs the reaper; no beat needed)", "warnings": []}
     else:
         from schedulers import health
-        from tasks.app import create_app
 
         report |= health.redis_health(
             settings.cluster_redis_url, reaper_interval_s=settings.reaper_interval_s, queues=QUEUES
         )
-        consumers = health.consumers(create_app(settings, sysm.runtime))
+        consumers = health.consumers(sysm.app)
         report["consumers"] = consumers
         if consumers is None:
             report["warnings"].append("no worker answered: start `conductor worker` processes for every queue")
@@ -290,13 +293,13 @@ def worker(
     hostname: str | None = typer.Option(None, "-n", "--hostname"),
 ) -> None:
     """Run a Celery worker process (production: Redis broker, PostgreSQL store)."""
-    from tasks.app import create_app
+    from conductor.system import celery_app as build_celery_app
 
     with errors_to_exit_codes():
         settings = load_settings()
         if settings.embedded:
             raise InputError("a separate worker needs a real broker: set CONDUCTOR_BROKER_URL=redis://...")
-        celery_app = create_app(settings)
+        celery_app = build_celery_app(settings)
         _warn_if_nobody_scores(celery_app, queues)
         _log_litellm_once()
         argv = [
@@ -358,10 +361,12 @@ def _warn_if_nobody_scores(celery_app: object, queues: str) -> None:
 @app.command()
 def beat(loglevel: str = typer.Option("INFO", "-l", "--loglevel")) -> None:
     """Run the periodic scheduler (reaper, retrain trigger). Run exactly one."""
+    from conductor.system import celery_app
     from schedulers.beat import run_beat
 
     with errors_to_exit_codes():
-        run_beat(load_settings(), loglevel=loglevel)
+        settings = load_settings()
+        run_beat(celery_app(settings), settings, loglevel=loglevel)
 
 
 def _register_subcommands() -> None:

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from conductor.domain.errors import ConductorError
 from conductor.domain.problem import Problem
 
-if TYPE_CHECKING:  # `conductor --help` must not import the runtime's libraries
-    from conductor.app.runtime import Runtime
+if TYPE_CHECKING:  # `conductor --help` must not import SQLAlchemy
+    from sqlalchemy.orm import Session, sessionmaker
 
 
 @dataclass(frozen=True)
@@ -26,11 +26,11 @@ class Verdict:
         return {True: "RIGHT", False: "WRONG", None: "unchecked"}[self.correct]
 
 
-def verdict(runtime: Runtime, job_id: str) -> Verdict:
+def verdict(sessions: sessionmaker[Session], job_id: str) -> Verdict:
     from conductor.store import queries
     from reward_pipeline.rewards import score_job
 
-    with runtime.sessions() as s:
+    with sessions() as s:
         job = queries.get_job(s, job_id)
         problem = Problem.model_validate(job.problem)
         answer_chain = job.answer_chain_id
@@ -38,7 +38,7 @@ def verdict(runtime: Runtime, job_id: str) -> Verdict:
     if reference is None:
         return Verdict(None, None)
     try:
-        rows = score_job(runtime, job_id)
+        rows = score_job(sessions, job_id)
     except ConductorError:  # a job that did not finish, or a verifier that could not decide
         return Verdict(reference, None)
     chains = [r for r in rows if r.chain_id is not None]

@@ -128,12 +128,11 @@ def check(
     from rich.console import Console
     from rich.table import Table
 
-    from conductor.app.runtime import Runtime
-    from schedulers.limits import cluster_limiter
+    from conductor.system import runtime_for
 
     with errors_to_exit_codes():
         settings, pool = _load(pool_file)
-        gateway = Runtime(settings, pool=pool, limiter_factory=cluster_limiter).gateway  # cluster limits if configured
+        gateway = runtime_for(settings, pool=pool).gateway  # cluster limits if configured
 
         def probe(row: tuple[str, str, ModelSpec]) -> tuple[str, float, str]:
             _, name, spec = row

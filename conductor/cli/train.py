@@ -22,7 +22,7 @@ def _data_dir(value: Path | None) -> Path:
 
 
 def _registry():  # type: ignore[no-untyped-def]
-    from conductor.app.runtime import Runtime
+    from conductor.runtime import Runtime
     from reward_pipeline.training.checkpoints import Registry
 
     runtime = Runtime(load_settings())

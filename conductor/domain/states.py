@@ -70,4 +70,6 @@ class BatchStatus(StrEnum):
 
 
 TERMINAL_JOB = {JobStatus.DONE, JobStatus.FAILED, JobStatus.BUDGET_EXCEEDED, JobStatus.CANCELLED}
+#: The same, as the strings the store holds (for SQL `IN` clauses).
+TERMINAL_JOB_VALUES = frozenset(s.value for s in TERMINAL_JOB)
 TERMINAL_BATCH = {BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.CANCELLED, BatchStatus.EXPIRED}

@@ -12,25 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from conductor.config.pool import ModelSpec
+from conductor.domain.cached_answer import CachedAnswer
 from conductor.domain.tools import TOOL_PROVIDER
 
 CallCacheMode = Literal["off", "self-hosted", "all"]
 #: Part of every key: bump it when what a key covers changes, so old entries are never read as new ones.
 KEY_VERSION = "call-cache-1"
 SELF_HOSTED_PROVIDERS = ("local",)
-
-
-@dataclass(frozen=True)
-class CachedAnswer:
-    text: str
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float
 
 
 class CallCache(Protocol):

@@ -31,11 +31,12 @@ import litellm
 import openai
 
 from conductor.config.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
+from conductor.domain.cached_answer import CachedAnswer
 from conductor.domain.errors import ModelCallError, ModelServerUnreachable, RateLimited
 from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.tools import TOOL_PROVIDER, run_tool
 from conductor.inference import local_backend
-from conductor.inference.call_cache import CachedAnswer, CallCache, CallCacheMode, cache_key
+from conductor.inference.call_cache import CallCache, CallCacheMode, cache_key
 from conductor.inference.completion import Completion
 from conductor.inference.grammar import behaviour_sampling, takes_grammar
 from conductor.inference.openai_compatible import OpenAICompatible, eligible

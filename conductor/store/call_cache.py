@@ -7,7 +7,7 @@ from sqlalchemy import update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from conductor.inference.call_cache import CachedAnswer
+from conductor.domain.cached_answer import CachedAnswer
 from conductor.store.models import CallCacheEntry
 
 

@@ -130,29 +130,6 @@ def job_seconds(job: Job) -> float | None:
     return None
 
 
-def result_line(job: Job) -> dict[str, Any]:
-    """A job as one line of `conductor run`'s output (and the head of `conductor status`)."""
-    chain = next((c for c in job.chains if c.id == job.answer_chain_id), None) or next(
-        (c for c in job.chains if c.parent_step_id is None), None
-    )
-    rounds = chain.rounds if chain else []
-    workflow = next((r.workflow for r in reversed(rounds) if r.workflow), None)
-    seconds = job_seconds(job)
-    return {
-        "id": job.external_id or job.id,
-        "job_id": job.id,
-        "line": job.line_no,
-        "status": job.status,
-        "answer": job.answer,
-        "workflow": workflow,
-        "rounds": len(rounds),
-        "tokens": job.prompt_tokens + job.completion_tokens,
-        "cost": round(job.cost_usd, 8),
-        "seconds": round(seconds, 3) if seconds is not None else None,
-        "error": job.error,
-    }
-
-
 def active_checkpoint(s: Session) -> Checkpoint | None:
     """The Conductor checkpoint every process serves now (None: the pool's own Conductor)."""
     return s.scalars(

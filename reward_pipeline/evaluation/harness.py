@@ -13,8 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from conductor.app.runtime import Runtime
+from sqlalchemy.orm import Session, sessionmaker
+
 from conductor.app.service import JobSpec, Service
+from conductor.config.pool import Pool
 from conductor.domain.errors import VerifierError
 from conductor.domain.problem import Problem
 from conductor.store import queries
@@ -75,8 +77,8 @@ def _load_done(path: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
 
 
 def run_eval(
-    runtime: Runtime,
     service: Service,
+    pool: Pool,
     *,
     benchmarks: list[Benchmark],
     methods: list[Method],
@@ -113,7 +115,7 @@ def run_eval(
         disable=not progress,
         dynamic_ncols=True,
     )
-    driver = _Driver(runtime, service, run_id, out, judge, bar, parallel, job_timeout_s, score_grace_s, poll_s)
+    driver = _Driver(service, run_id, out, judge, bar, parallel, job_timeout_s, score_grace_s, poll_s)
     with results_path.open("a", encoding="utf-8") as sink:
         if results_path.stat().st_size and not results_path.read_bytes().endswith(b"\n"):
             sink.write("\n")  # end the line an interrupted run cut short, or the next record joins it
@@ -124,7 +126,7 @@ def run_eval(
         echo(f"{len(timed_out)} job(s) did not finish within {job_timeout_s:g}s; a rerun retries them")
     records = [done[p.key] for p in pairs if p.key in done]
     report = write_report(
-        runtime,
+        (pool, service.settings),
         out,
         records,
         benchmarks=benchmarks,
@@ -138,7 +140,6 @@ def run_eval(
 class _Driver:
     """Keeps at most `parallel` jobs in flight until every pair has a result line or timed out."""
 
-    runtime: Runtime
     service: Service
     run_id: str
     out: Path
@@ -157,13 +158,13 @@ class _Driver:
             while queue and len(inflight) < self.parallel:
                 pair = _submit(self.service, queue.pop(), self.run_id, self.out)
                 inflight[pair.job_id] = pair
-            finished = _poll(self.runtime, inflight, self.score_grace_s)
+            finished = _poll(self.service.sessions, inflight, self.score_grace_s)
             for job_id in _expired(inflight, finished, self.job_timeout_s):
                 self.timed_out.append(inflight.pop(job_id).timed_out_record())
                 self.bar.update(1)
             for job_id in finished:
                 pair = inflight.pop(job_id)
-                line = _finish(self.runtime, pair, self.judge)
+                line = _finish(self.service.sessions, pair, self.judge)
                 done[pair.key] = line
                 sink.write(json.dumps(line) + "\n")
                 sink.flush()
@@ -195,12 +196,12 @@ def _mark(correct: bool | None) -> str:
     return "ok" if correct else "wrong" if correct is False else "?"
 
 
-def _poll(runtime: Runtime, inflight: dict[str, _Pair], grace_s: float) -> list[str]:
+def _poll(sessions: sessionmaker[Session], inflight: dict[str, _Pair], grace_s: float) -> list[str]:
     """Jobs whose result is ready: ended, and scored (or not verifiable, or the grace ran out)."""
     if not inflight:
         return []
     ids = list(inflight)
-    with runtime.sessions() as s:
+    with sessions() as s:
         ended = queries.ended(s, ids)
         scored = queries.scored(s, ended)
     now = time.monotonic()
@@ -215,21 +216,26 @@ def _poll(runtime: Runtime, inflight: dict[str, _Pair], grace_s: float) -> list[
     return ready
 
 
-def _finish(runtime: Runtime, pair: _Pair, judge: Verifier | None) -> dict[str, Any]:
+def _finish(sessions: sessionmaker[Session], pair: _Pair, judge: Verifier | None) -> dict[str, Any]:
     error = None
     if pair.verifiable:
         try:
-            score_job(runtime, pair.job_id, judge=judge)  # no-op when the score task already did it
+            score_job(sessions, pair.job_id, judge=judge)  # no-op when the score task already did it
         except VerifierError as exc:
             error = f"verifier error: {exc}"
-    return _result_line(runtime, pair.job_id, pair.method, pair.problem, pair.benchmark, error)
+    return _result_line(sessions, pair.job_id, pair.method, pair.problem, pair.benchmark, error)
 
 
 # -- one finished job -> one result line ------------------------------------------------------
 def _result_line(
-    runtime: Runtime, job_id: str, method: Method, problem: Problem, benchmark: str, score_error: str | None
+    sessions: sessionmaker[Session],
+    job_id: str,
+    method: Method,
+    problem: Problem,
+    benchmark: str,
+    score_error: str | None,
 ) -> dict[str, Any]:
-    with runtime.sessions() as s:
+    with sessions() as s:
         job = s.get_one(Job, job_id)
         chains = queries.top_chains(job)
         rewards = {r.chain_id: r for r in queries.verifier_rewards(s, job_id, chains_only=True)}

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from conductor.app.runtime import Runtime
+from conductor.config.pool import Pool
+from conductor.config.settings import Settings
 from reward_pipeline.evaluation.baselines import Method
 from reward_pipeline.evaluation.problems import Benchmark
 from reward_pipeline.evaluation.report import (
@@ -33,7 +34,7 @@ _RUN_SETTINGS = (
 
 
 def write_report(
-    runtime: Runtime | None,
+    ran_on: tuple[Pool, Settings] | None,
     out: Path,
     records: list[dict[str, Any]],
     *,
@@ -41,13 +42,14 @@ def write_report(
     methods: list[Method],
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """results.json, report.md and the two plots for `records`."""
+    """results.json, report.md and the two plots for `records`; `ran_on`: the pool and settings
+    that ran them (None: records read back from a file)."""
     bench_labels = [b.label for b in benchmarks]
     method_labels = [m.label for m in methods]
     summary = aggregate(records, benchmarks=bench_labels, methods=method_labels)
     table = markdown(summary, benchmarks=bench_labels, methods=method_labels)
     summary["pareto"] = pareto_fronts(summary)
-    policy = runtime.pool.conductor.policy_version if runtime is not None else None
+    policy = ran_on[0].conductor.policy_version if ran_on is not None else None
     files = {
         "results_json": out / "results.json",
         "report_md": out / "report.md",
@@ -59,7 +61,7 @@ def write_report(
         ),
     }
     payload = {
-        "config": _run_config(runtime, benchmarks, method_labels, extra),
+        "config": _run_config(ran_on, benchmarks, method_labels, extra),
         "summary": summary,
         "generated_at": datetime.now(UTC).isoformat(),
         "records": len(records),
@@ -79,9 +81,12 @@ def write_report(
 
 
 def _run_config(
-    runtime: Runtime | None, benchmarks: list[Benchmark], method_labels: list[str], extra: dict[str, Any] | None
+    ran_on: tuple[Pool, Settings] | None,
+    benchmarks: list[Benchmark],
+    method_labels: list[str],
+    extra: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """What was run, and with which pool and settings (when a runtime ran it)."""
+    """What was run, and with which pool and settings (when known)."""
     config: dict[str, Any] = {
         "benchmarks": [
             {"name": b.label, "path": str(b.path), "problems": len(b.problems), "rejected": len(b.rejected)}
@@ -90,8 +95,8 @@ def _run_config(
         "methods": method_labels,
         **(extra or {}),
     }
-    if runtime is not None:
-        pool, st = runtime.pool, runtime.settings
+    if ran_on is not None:
+        pool, st = ran_on
         config["pool"] = {
             "conductor": pool.conductor.model,
             "policy_version": pool.conductor.policy_version,

@@ -54,12 +54,12 @@ class Rollouts:
         ids = [self.service.submit(p, JobSpec(samples=samples, options=dict(options)))[0] for p in problems]
         self.service.wait(ids, timeout=self.timeout_s)
         for job_id in ids:  # idempotent: returns the rows the reward queue already wrote
-            score_job(self.service.rt, job_id)
+            score_job(self.service.sessions, job_id)
         return self.summarise(ids)
 
     def summarise(self, ids: list[str]) -> RolloutBatch:
         out = RolloutBatch(job_ids=ids)
-        with self.service.rt.sessions() as s:
+        with self.service.sessions() as s:
             plan_rounds = s.execute(
                 select(Round.parse_status, func.count())
                 .where(Round.job_id.in_(ids), Round.kind == "plan")

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import func, select, update
 
 from conductor.app.batches.batch_api import Batches
-from conductor.app.service import Service
 from conductor.store.models import Batch, Job
+from conductor.system import service_for
 from tests.conductor.app.batches.test_batch_reader import NoQueue
 from tests.conftest import default_script
 from tests.support.api_deployment import Deployment, batch_file, deploy
@@ -50,7 +50,7 @@ def test_an_api_killed_right_after_an_upload_loses_no_line(tmp_path: Path, pg_ur
         _kill_api(d)
         # A second batch whose API died between writing the row and sending the read: beat's sweep
         # finds it validating with no message queued, and sends the read itself.
-        orphan = Batches(Service(d.runtime, NoQueue()), send=None).create(
+        orphan = Batches(service_for(d.runtime, NoQueue().submit), send=None).create(
             _tenant_of(d, sent.id), f.id, endpoint="/v1/chat/completions", window="24h", metadata=None
         )
         assert _wait_status(d, sent.id, TERMINAL, 120) == "completed"  # no API process meanwhile

@@ -18,9 +18,9 @@ from schemathesis import GenerationMode
 from schemathesis.python import asgi
 
 from api.app import create_app
-from conductor.app.runtime import Runtime
 from conductor.app.tenants import create_key
 from conductor.config.settings import Settings
+from conductor.runtime import Runtime
 from tests.conftest import default_script
 from tests.support.cluster import write_pool
 from tests.support.pools import scripted_pool

@@ -12,9 +12,9 @@ import openai
 import pytest
 import yaml
 
-from conductor.app.runtime import Runtime
 from conductor.app.tenants import create_key
 from conductor.config.settings import Settings
+from conductor.runtime import Runtime
 from tests.conftest import MODEL_HOME
 from tests.support.api_deployment import free_port, wait_http
 from tests.support.browser import chromium, log_in

@@ -52,7 +52,7 @@ def test_a_real_model_backlog_drains_without_duplicate_messages(tmp_path, pg_url
         ids = [service.submit(Problem(question=f"{i + 2} and {i + 3}"), spec)[0] for i in range(JOBS)]
         service.wait(ids, timeout=700)
         left_in_queue = redis.Redis.from_url(redis_db).llen("llm")
-    with service.rt.sessions() as s:
+    with service.sessions() as s:
         statuses = Counter(s.scalars(select(Job.status).where(Job.id.in_(ids))))
         step_ids = {str(i) for i in s.scalars(select(Step.id).where(Step.job_id.in_(ids)))}
         steps = len(step_ids)

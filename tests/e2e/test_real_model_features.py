@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from conductor.app.runtime import Runtime
 from conductor.app.service import JobSpec
 from conductor.config.pool import load_pool
 from conductor.domain.problem import Problem
+from conductor.runtime import Runtime
 from reward_pipeline.judge_client import make_judge
 from tests.conftest import MODEL_HOME
 from tests.support.system import embedded_system, make_settings

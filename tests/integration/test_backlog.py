@@ -48,7 +48,7 @@ def test_a_backlog_on_one_llm_worker_drains_without_duplicate_messages(tmp_path,
             service.wait(ids, timeout=150)
             left_in_queue = redis.Redis.from_url(redis_db).llen("llm")
             reaper_age = health.redis_health(redis_db, reaper_interval_s=1, queues=())["reaper_last_run_s"]
-        with service.rt.sessions() as s:
+        with service.sessions() as s:
             statuses = Counter(s.scalars(select(Job.status).where(Job.id.in_(ids))))
             rows = s.execute(select(Step.id, Step.dependencies, Step.status).where(Step.job_id.in_(ids))).all()
         step_ids = {str(r.id) for r in rows}

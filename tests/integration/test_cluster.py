@@ -9,11 +9,12 @@ from collections import Counter
 import pytest
 from sqlalchemy import select
 
-from conductor.app.runtime import Runtime
 from conductor.app.service import Service
 from conductor.config.settings import Settings
 from conductor.domain.problem import Problem
+from conductor.runtime import Runtime
 from conductor.store.models import Job, Step
+from conductor.system import service_for
 from tasks.app import create_app
 from tasks.dispatch import Dispatcher
 from tests.conftest import default_script
@@ -29,7 +30,7 @@ def _client(home, broker, db, pool) -> Service:
     runtime = Runtime(settings, pool=pool)
     app = create_app(settings, runtime)
     runtime.migrate()
-    return Service(runtime, Dispatcher(app))
+    return service_for(runtime, Dispatcher(app).submit)
 
 
 def test_a_batch_of_twenty_mixed_workflows_completes_on_two_worker_processes(tmp_path, pg_url, redis_db):
@@ -44,7 +45,7 @@ def test_a_batch_of_twenty_mixed_workflows_completes_on_two_worker_processes(tmp
         with workers(env, tmp_path, ["w1", "w2"]) as procs:
             ids = [service.submit(Problem(question=f"[wf:{rng.choice(kinds)}] problem {i}"))[0] for i in range(20)]
             service.wait(ids, timeout=180)
-            with service.rt.sessions() as s:
+            with service.sessions() as s:
                 jobs = s.scalars(select(Job).where(Job.id.in_(ids))).all()
                 assert Counter(j.status for j in jobs) == {"done": 20}, [j.error for j in jobs]
                 steps = s.scalars(select(Step).where(Step.job_id.in_(ids))).all()
@@ -83,7 +84,7 @@ def test_a_worker_killed_mid_step_is_survived_and_each_output_stored_once(tmp_pa
             holder = None
             deadline = time.monotonic() + 60
             while holder is None and time.monotonic() < deadline:
-                with service.rt.sessions() as s:
+                with service.sessions() as s:
                     holder = s.scalar(
                         select(Step.lease_holder).where(
                             Step.job_id == job_id, Step.step_index == 0, Step.status == "running"
@@ -101,7 +102,7 @@ def test_a_worker_killed_mid_step_is_survived_and_each_output_stored_once(tmp_pa
             steps = view["chains"][0]["rounds"][0]["steps"]
             assert [s["status"] for s in steps] == ["done", "done"]
             assert steps[0]["attempts"] == 2, "the killed step should have been re-run once"
-            with service.rt.sessions() as s:
+            with service.sessions() as s:
                 rows = s.scalars(select(Step).where(Step.job_id == job_id)).all()
             assert Counter((r.round_id, r.step_index) for r in rows) == {
                 (rows[0].round_id, 0): 1,

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from conductor.app.runtime import Runtime
-from conductor.app.service import Service
 from conductor.config.settings import Settings
 from conductor.domain.problem import Problem
+from conductor.runtime import Runtime
 from conductor.store.models import Round, Step
+from conductor.system import service_for
 from tasks.app import create_app
 from tasks.dispatch import Dispatcher
 from tests.support.cluster import cluster_env, workers, write_pool
@@ -73,7 +73,7 @@ def test_every_line_written_for_a_job_carries_its_id(tmp_path, pg_url, redis_db)
     env = cluster_env(tmp_path, redis_db, pg_url, write_pool(pool, tmp_path / "pool.yaml"), recursion="false")
     settings = Settings(home=tmp_path, broker_url=redis_db, database_url=pg_url)
     runtime = Runtime(settings, pool=pool)
-    service = Service(runtime, Dispatcher(create_app(settings, runtime)))
+    service = service_for(runtime, Dispatcher(create_app(settings, runtime)).submit)
     runtime.migrate()
     try:
         with workers(env, tmp_path, ["w1"], queues="conductor,llm,reward,default", concurrency=4):

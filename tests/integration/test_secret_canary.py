@@ -24,11 +24,11 @@ import pytest
 import redis
 import yaml
 
-from conductor.app.runtime import Runtime
-from conductor.app.service import Service
 from conductor.config.pool import Pool
 from conductor.config.settings import Settings
 from conductor.domain.problem import Problem
+from conductor.runtime import Runtime
+from conductor.system import service_for
 from tasks.app import create_app
 from tasks.dispatch import Dispatcher
 from tasks.names import TaskName
@@ -159,7 +159,7 @@ def test_a_canary_key_is_in_no_celery_message_event_or_result_of_a_cluster(tmp_p
     settings = Settings(home=tmp_path, broker_url=redis_db, database_url=pg_url, task_events=True)
     runtime = Runtime(settings, pool=pool)
     app = create_app(settings, runtime)
-    service = Service(runtime, Dispatcher(app))
+    service = service_for(runtime, Dispatcher(app).submit)
     runtime.migrate()
     try:
         with (

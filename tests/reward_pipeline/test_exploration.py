@@ -13,8 +13,8 @@ from pathlib import Path
 from sqlalchemy import select
 
 from api.metrics import StoreCollector
-from conductor.app.api_service import ApiService
 from conductor.app.service import JobSpec
+from conductor.app.tenant_jobs import TenantJobs
 from conductor.app.tenants import create_key, set_exploration
 from conductor.domain.problem import Problem
 from conductor.store.models import Job, Judgement, Reward
@@ -65,10 +65,10 @@ def test_an_opted_in_tenants_job_gets_g_minus_1_samples_after_its_answer_judged_
                 by_job[r.job_id].append(r.source)
         data = build_dataset(sys.runtime.sessions)
         usage = sys.service.usage(tenant_id=acme)
-        listed = [j["id"] for j in ApiService(sys.service).list_jobs(acme).jobs]
+        listed = [j.id for j in TenantJobs(sys.service, lambda *_: NotImplemented).list_jobs(acme).jobs]
         metrics = {
             (sample.name, sample.labels.get("purpose")): sample.value
-            for family in StoreCollector(sys.runtime).collect()
+            for family in StoreCollector(sys.runtime.sessions, sys.settings.broker_url).collect()
             if family.name.startswith("conductor_training_traffic")
             for sample in family.samples
         }

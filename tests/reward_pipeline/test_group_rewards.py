@@ -184,7 +184,7 @@ def test_the_dataset_filters_by_reward_source_and_feedback_replaces_the_judge_on
         verifier_only = build_dataset(sys.runtime.sessions, TraceFilter(reward_sources=frozenset({"verifier"})))
         view = sys.service.job(job_id)
         answer_chain = next(c["chain_id"] for c in view["chains"] if c["answer"] == view["answer"])
-        record_feedback(sys.runtime, job_id, "thumbs down")
+        record_feedback(sys.runtime.sessions, job_id, "thumbs down")
         rated = build_dataset(sys.runtime.sessions)
         ignored = build_dataset(sys.runtime.sessions, TraceFilter(use_feedback=False))
         chain_of = {r["round_id"]: c["chain_id"] for c in view["chains"] for r in c["rounds"]}

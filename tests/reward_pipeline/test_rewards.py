@@ -148,12 +148,12 @@ def test_scoring_is_idempotent_and_force_rescores_with_another_scheme(tmp_path: 
     with scripted_server() as srv, embedded_system(tmp_path, scripted_pool(srv.base_url), recursion=False) as sys:
         job_id, _ = _run(sys, Problem(question="What is 1 + 1? [say:3]", answer="2"))
         first = wait_scored(sys.runtime, job_id)
-        again = score_job(sys.runtime, job_id)
+        again = score_job(sys.runtime.sessions, job_id)
         sys.app.send_task("conductor.score", args=[job_id])  # a duplicate delivery
         time.sleep(0.5)
         with sys.runtime.sessions() as s:
             count = s.scalar(select(func.count()).select_from(Reward).where(Reward.job_id == job_id))
-        rescored = score_job(sys.runtime, job_id, force=True, scheme=RewardScheme(unparseable=-1, wrong=0.25))
+        rescored = score_job(sys.runtime.sessions, job_id, force=True, scheme=RewardScheme(unparseable=-1, wrong=0.25))
         stored = sys.service.job(job_id)["rewards"]
 
     assert [r.id for r in again] == [r.id for r in first] and count == 1
@@ -164,16 +164,16 @@ def test_scoring_is_idempotent_and_force_rescores_with_another_scheme(tmp_path: 
 def test_feedback_adds_a_feedback_reward_on_the_answer_chain_and_a_new_one_replaces_it(tmp_path: Path) -> None:
     with scripted_server() as srv, embedded_system(tmp_path, scripted_pool(srv.base_url), recursion=False) as sys:
         job_id, view = _run(sys, Problem(question="What is 3 + 3? [say:6]", answer="6"))
-        down = record_feedback(sys.runtime, job_id, "thumbs down")
+        down = record_feedback(sys.runtime.sessions, job_id, "thumbs down")
         traces = tmp_path / "t.jsonl"
         sys.service.export_traces(traces)
         trace = json.loads(traces.read_text().splitlines()[0])
-        up = record_feedback(sys.runtime, job_id, 0.9)
+        up = record_feedback(sys.runtime.sessions, job_id, 0.9)
         after = sys.service.job(job_id)
         # A job with no reference is never verified, but feedback still rewards it.
         free_id, _ = sys.service.submit(Problem(question="Tell me a joke [say:none]"))
         sys.service.wait([free_id], timeout=30, poll_s=0.05)
-        free = record_feedback(sys.runtime, free_id, "up")
+        free = record_feedback(sys.runtime.sessions, free_id, "up")
         free_view = sys.service.job(free_id)
 
     assert (down.source, down.verifier, down.correct, down.value) == ("feedback", "feedback", False, 0.5)

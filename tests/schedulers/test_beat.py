@@ -73,12 +73,7 @@ def test_beat_creates_its_home_folder_before_the_schedule_file(tmp_path, monkeyp
         def run(self) -> None:
             seen["home_exists"] = home.is_dir()
 
-    import tasks.app
-
-    monkeypatch.setattr(
-        tasks.app, "create_app", lambda settings: SimpleNamespace(conf=SimpleNamespace(), Beat=FakeBeat)
-    )
-    run_beat(make_settings(home))
+    run_beat(SimpleNamespace(conf=SimpleNamespace(), Beat=FakeBeat), make_settings(home))
     assert seen == {"schedule": str(home / "celerybeat-schedule"), "home_exists": True}
 
 

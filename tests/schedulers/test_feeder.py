@@ -9,9 +9,9 @@ from pathlib import Path
 
 from sqlalchemy import func, select, update
 
-from conductor.app.runtime import Runtime
 from conductor.app.service import Service
 from conductor.config.settings import Settings
+from conductor.runtime import Runtime
 from conductor.store.models import Job, Tenant
 from schedulers.feeder import WAITING, Feeder, FeederLimits, fair_shares
 from tests.support.pools import scripted_pool
@@ -107,10 +107,10 @@ def test_five_thousand_problems_stream_in_bounded_memory(tmp_path):
         fh.write("not json\n")
     rt = _runtime(tmp_path)
     sent = Sent()
-    service = Service(rt, sent)
-    service._feeder = Feeder(
+    feeder = Feeder(
         rt.sessions, sent.submit, limits=FeederLimits(max_in_flight=300, chunk=300, max_queue_depth=100_000)
     )
+    service = Service(rt.sessions, rt.settings, submit=sent.submit, admit=feeder.admit)
     tracemalloc.start()
     report = service.submit_batch(src, keep_ids=False, chunk=500)
     _, peak = tracemalloc.get_traced_memory()

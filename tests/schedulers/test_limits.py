@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conductor.app.runtime import Runtime
 from conductor.domain.errors import ModelCallError, RateLimited
 from conductor.inference.gateway import NoLimits
+from conductor.runtime import Runtime
 from schedulers import keys
 from schedulers.limits import RedisLimiter, cluster_limiter, has_limits, model_scope
 from tests.schedulers._hammer import limited_pool

@@ -9,13 +9,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from conductor.app.runtime import Runtime
 from conductor.app.service import Service
 from conductor.domain.problem import Problem
+from conductor.system import running_system
 from schedulers.limits import RedisLimiter
-from tasks.app import create_app
-from tasks.dispatch import Dispatcher
-from tasks.embedded import EmbeddedWorker
 from tests.conftest import default_script
 from tests.schedulers._hammer import limited_pool
 from tests.support.scripted_llm import ScriptedLLMServer
@@ -80,14 +77,8 @@ def slot_held_elsewhere(redis_url: str, pool, spec) -> Iterator[Callable[[], flo
 @contextlib.contextmanager
 def limited_system(tmp_path, pool, limiter) -> Iterator[Service]:
     settings = make_settings(tmp_path, recursion=False)
-    runtime = Runtime(settings, pool=pool, limiter=limiter)
-    app = create_app(settings, runtime)
-    runtime.migrate()
-    try:
-        with EmbeddedWorker(app, concurrency=2):
-            yield Service(runtime, Dispatcher(app))
-    finally:
-        runtime.close()
+    with running_system(settings, pool=pool, limiter=limiter, worker=True, concurrency=2) as system:
+        yield system.service
 
 
 def test_a_rate_limited_step_is_requeued_with_a_countdown_and_completes_when_the_slot_frees(tmp_path, redis_db):

@@ -7,8 +7,8 @@ import threading
 import pytest
 from sqlalchemy import select, update
 
-from conductor.app.runtime import Runtime
 from conductor.config.settings import Settings
+from conductor.runtime import Runtime
 from conductor.store.models import Job, Reward, TrainingCycle
 from schedulers.retrain import maybe_start_retrain
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import httpx
 import openai
 
-from conductor.app.runtime import Runtime
 from conductor.app.tenants import create_key
 from conductor.config.pool import Pool
 from conductor.config.settings import Settings
+from conductor.runtime import Runtime
 from tests.support.cluster import Proc, cluster_env, workers, write_pool
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Script, ScriptedLLMServer

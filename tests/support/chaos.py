@@ -201,9 +201,9 @@ def run_chaos(
 ) -> ChaosSummary:
     """Run the batch under faults; `events` faults of each kind at seeded random times in `window_s`."""
 
-    from conductor.app.runtime import Runtime
-    from conductor.app.service import Service
     from conductor.config.settings import Settings
+    from conductor.runtime import Runtime
+    from conductor.system import service_for
     from tasks.app import create_app
     from tasks.dispatch import Dispatcher
     from tests.support.cluster import Proc, cluster_env, wait_ready, write_pool
@@ -240,7 +240,7 @@ def run_chaos(
         runtime.migrate()
         with runtime.db.begin() as conn:
             conn.exec_driver_sql(AUDIT_SQL)
-        service = Service(runtime, Dispatcher(app))
+        service = service_for(runtime, Dispatcher(app).submit)
 
         lives: Counter[str] = Counter()
 

@@ -46,8 +46,9 @@ def test_a_dependent_step_sees_its_input_and_starts_after_it(tmp_path):
 
 def test_the_embedded_worker_reaps_a_step_whose_worker_died_with_it(tmp_path):
     """No beat process in embedded mode: the in-process worker runs the reaper itself."""
-    from conductor.app.runtime import Runtime
-    from conductor.app.service import JobSpec, Service
+    from conductor.app.service import JobSpec
+    from conductor.runtime import Runtime
+    from conductor.system import service_for
     from tasks.app import create_app
     from tasks.dispatch import Dispatcher
     from tasks.embedded import EmbeddedWorker
@@ -62,13 +63,15 @@ def test_the_embedded_worker_reaps_a_step_whose_worker_died_with_it(tmp_path):
     runtime = Runtime(settings, pool=scripted_pool(server.base_url))
     runtime.migrate()
     workflow = {"model_id": [0], "subtasks": ["only step"], "access_list": [[]]}
-    job_id, _ = Service(runtime, NoQueue()).submit(Problem(question="q"), JobSpec(options={"workflow": workflow}))
+    job_id, _ = service_for(runtime, NoQueue().submit).submit(
+        Problem(question="q"), JobSpec(options={"workflow": workflow})
+    )
     (step_id,) = runtime.engine.start_job(job_id).steps
     assert runtime.engine.claim_step(step_id, "ghost@dead") is not None  # claimed, then its worker died
     app = create_app(settings, runtime)
     try:
         with EmbeddedWorker(app, concurrency=2, reap_every_s=settings.reaper_interval_s):
-            service = Service(runtime, Dispatcher(app))
+            service = service_for(runtime, Dispatcher(app).submit)
             service.wait([job_id], timeout=20)
             job = service.job(job_id)
     finally:

@@ -145,12 +145,12 @@ def test_the_reaper_resends_a_score_task_that_was_lost(tmp_path):
             with sys.runtime.sessions.begin() as s:
                 s.execute(delete(Reward).where(Reward.job_id == job_id))
             time.sleep(0.2)
-            assert unscored_jobs(sys.runtime, older_than_s=0.1) == [job_id]
+            assert unscored_jobs(sys.runtime.sessions, older_than_s=0.1) == [job_id]
             sys.app.send_task("conductor.reap")
             deadline = time.monotonic() + 20
             while not sys.service.job(job_id)["rewards"] and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert sys.service.job(job_id)["rewards"], "reap should have re-sent the score task"
-            assert unscored_jobs(sys.runtime, older_than_s=0.1) == []
+            assert unscored_jobs(sys.runtime.sessions, older_than_s=0.1) == []
     finally:
         server.stop()

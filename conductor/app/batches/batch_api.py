@@ -21,15 +21,15 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
-from conductor.app.api_service import TERMINAL_VALUES
 from conductor.app.batches.ingest import CHUNK, BatchReader, error_lines, invalid_path, rowcount
 from conductor.app.batches.sweep import BatchSweep
 from conductor.app.openai_shapes import batch_usage, chat_completion, job_workflows
 from conductor.app.service import Service
 from conductor.app.tenants import check_quota, owned
+from conductor.config.settings import Settings
 from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.resend import ResendPolicy
-from conductor.domain.states import BatchStatus, JobStatus
+from conductor.domain.states import TERMINAL_JOB_VALUES, BatchStatus, JobStatus
 from conductor.engine.cancel import cancel_jobs
 from conductor.store.models import Batch, File, Job, utcnow
 
@@ -56,8 +56,8 @@ class Batches:
 
     def __init__(self, service: Service, send: BatchSend | None = None) -> None:
         self.service = service
-        self.sessions = service.rt.sessions
-        self.root: Path = service.rt.settings.files_path
+        self.sessions = service.sessions
+        self.root: Path = service.settings.files_path
         self.send = send
 
     # -- files -------------------------------------------------------------------------------
@@ -141,7 +141,7 @@ class Batches:
             )
             usage = batch_usage(s, batch_id)
         done = by_status.get(JobStatus.DONE, 0) + by_status.get(JobStatus.BUDGET_EXCEEDED, 0)
-        ended = sum(n for st, n in by_status.items() if st in TERMINAL_VALUES)
+        ended = sum(n for st, n in by_status.items() if st in TERMINAL_JOB_VALUES)
         return Counts(
             total=sum(by_status.values()) + invalid, completed=done, failed=ended - done + invalid, usage=usage
         )
@@ -205,7 +205,9 @@ class Batches:
             with self.sessions() as s:
                 ids = list(
                     s.scalars(
-                        select(Job.id).where(Job.batch_id == batch_id, Job.status.not_in(TERMINAL_VALUES)).limit(CHUNK)
+                        select(Job.id)
+                        .where(Job.batch_id == batch_id, Job.status.not_in(TERMINAL_JOB_VALUES))
+                        .limit(CHUNK)
                     )
                 )
             if not ids:
@@ -223,13 +225,14 @@ class Batches:
         return sent
 
     @property
-    def settings(self) -> Any:
-        return self.service.rt.settings
+    def settings(self) -> Settings:
+        return self.service.settings
 
     def unfinished(self, batch_id: str) -> int:
         with self.sessions() as s:
             return (
-                s.scalar(select(func.count()).where(Job.batch_id == batch_id, Job.status.not_in(TERMINAL_VALUES))) or 0
+                s.scalar(select(func.count()).where(Job.batch_id == batch_id, Job.status.not_in(TERMINAL_JOB_VALUES)))
+                or 0
             )
 
     def finalize(self, batch_id: str) -> bool:

@@ -26,9 +26,9 @@ from typing import Any
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session
 
-from conductor.app.api_service import conversation_question
 from conductor.app.batches.stream import Chunk, insert_streaming
 from conductor.app.service import JobSpec, Service
+from conductor.app.tenant_jobs import conversation_question
 from conductor.domain.effort import max_usd
 from conductor.domain.errors import InputError
 from conductor.domain.problem import Problem
@@ -51,7 +51,7 @@ class BatchReader:
 
     def __init__(self, service: Service, root: Path) -> None:
         self.service = service
-        self.sessions = service.rt.sessions
+        self.sessions = service.sessions
         self.root = root
 
     def read(self, batch_id: str) -> bool:
@@ -68,7 +68,7 @@ class BatchReader:
             valid=len(seen),
             invalid=sum(1 for _ in error_lines(invalid_path(self.root, batch_id), batch.lines_read)),
         )
-        samples = self.service.rt.settings.samples
+        samples = self.service.settings.samples
 
         def job_row(request: tuple[Problem, JobSpec], line: int) -> dict[str, Any]:
             problem, spec = request
@@ -131,7 +131,7 @@ class BatchReader:
 
     def _committed(self) -> None:
         """After each chunk's commit: the first lines run while the rest of the file is read."""
-        self.service.feeder.admit()
+        self.service.admit()
 
     def _request_from_line(self, batch: Batch, line_no: int, raw: bytes, seen: set[str]) -> tuple[Problem, JobSpec]:
         try:

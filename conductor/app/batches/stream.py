@@ -114,7 +114,7 @@ def insert_streaming(
 
 
 def _result_options() -> Any:
-    # result_line reads job.chains -> chain.rounds -> round.workflow: load just those columns.
+    # ResultLine.of reads job.chains -> chain.rounds -> round.workflow: load just those columns.
     return (
         selectinload(Job.chains)
         .selectinload(Chain.rounds)

@@ -59,10 +59,9 @@ def run_retrain_cycle(
 ) -> dict[str, Any]:
     """`load_adapter(version, path)` makes an adapter servable (vLLM runtime load) before the gate uses it.
     `config`: by default from the settings (staleness cap, minimum groups, dev set size)."""
-    rt = service.rt
-    config = config or CycleConfig.from_settings(rt.settings)
-    registry = Registry(rt.sessions)
-    with rt.sessions.begin() as s:
+    config = config or CycleConfig.from_settings(service.settings)
+    registry = Registry(service.sessions)
+    with service.sessions.begin() as s:
         row = s.get_one(TrainingCycle, cycle_id)
         row.status = "running"
         since = s.scalar(
@@ -77,7 +76,7 @@ def run_retrain_cycle(
         error = None
     except Exception as exc:
         status, error = "failed", repr(exc)
-    with rt.sessions.begin() as s:
+    with service.sessions.begin() as s:
         row = s.get_one(TrainingCycle, cycle_id)
         row.status, row.error, row.finished_at = status, error, datetime.now(UTC)
         row.stats = json.loads(json.dumps(stats, default=str))
@@ -94,9 +93,8 @@ def _cycle(
     config: CycleConfig,
     load_adapter: Any,
 ) -> dict[str, Any]:
-    rt = service.rt
     until = datetime.now(UTC)
-    dataset = build_dataset(rt.sessions, TraceFilter(since=since, until=until, max_staleness=config.max_staleness))
+    dataset = build_dataset(service.sessions, TraceFilter(since=since, until=until, max_staleness=config.max_staleness))
     groups, too_stale = enforce_staleness_cap(dataset.groups, config.max_staleness)
     stats: dict[str, Any] = {
         "dataset": dataset.stats(),
@@ -115,18 +113,18 @@ def _cycle(
     from transformers import AutoTokenizer
 
     start = start_policy(registry.active())
-    base = model_dir(rt.settings.model_cache)
+    base = model_dir(service.settings.model_cache)
     trainer = OfflineGRPOTrainer(
         load_trainable(base, start.adapter, LoraSpec()),
         AutoTokenizer.from_pretrained(base),
-        make_config(rt.settings.home / "_grpo", learning_rate=config.learning_rate),
+        make_config(service.settings.home / "_grpo", learning_rate=config.learning_rate),
         log=lambda _: None,
     )
     summary = trainer.train(groups)
     version = registry.new_id("grpo")
     stats["health"] = cycle_health(groups, summary["steps"])
-    record_steps(rt.sessions, summary["steps"], cycle_id=cycle_id, checkpoint_id=version)
-    path = save_adapter(trainer.model, None, checkpoint_dir(rt.settings.home, version))
+    record_steps(service.sessions, summary["steps"], cycle_id=cycle_id, checkpoint_id=version)
+    path = save_adapter(trainer.model, None, checkpoint_dir(service.settings.home, version))
     registry.add(
         id=version,
         parent_id=start.version if start.adapter else None,

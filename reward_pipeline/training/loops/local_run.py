@@ -10,14 +10,16 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
+from conductor.app.service import Service
 from conductor.config.pool import BUNDLED
 from conductor.config.settings import Settings
 from conductor.domain.problem import Problem
 from conductor.domain.tools import TOOL_PROVIDER
+from conductor.inference.gateway import Gateway
 from conductor.inference.local_model import model_dir
 from reward_pipeline.training.checkpoints import Registry
 from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
@@ -84,13 +86,23 @@ def serving_stack(settings: Settings, cfg: LocalRunConfig) -> Iterator[tuple[Any
         srv.stop()
 
 
+class RunningQueue(Protocol):
+    """What the run uses of the entry point's running system (`conductor.system.System`)."""
+
+    @property
+    def service(self) -> Service: ...
+
+    @property
+    def gateway(self) -> Gateway: ...
+
+
 def run_local(
     settings: Settings,
     data_dir: Path,
     cfg: LocalRunConfig,
     *,
     report_dir: Path,
-    running_system: Callable[[Settings], AbstractContextManager[Any]],
+    running_system: Callable[[Settings], AbstractContextManager[RunningQueue]],
     log: Any = print,
 ) -> dict[str, Any]:
     """`running_system` is the entry point's wiring of the queue (embedded worker or a cluster)."""
@@ -108,9 +120,9 @@ def run_local(
             }
         )
         with running_system(run_settings) as sysm:
-            registry = Registry(sysm.runtime.sessions)
+            registry = Registry(sysm.service.sessions)
             rollouts = Rollouts(sysm.service)
-            gateway = sysm.runtime.gateway
+            gateway = sysm.gateway
             train = training_problems(data_dir, gsm8k=cfg.train_gsm8k, arith=cfg.train_arith, seed=cfg.online.seed)
             dev = dev_problems(data_dir)[: cfg.dev_limit]
             base_model = model_dir(settings.model_cache)

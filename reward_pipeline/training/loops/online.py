@@ -82,7 +82,7 @@ def iteration(
     """Rollouts under `policy`, GRPO on exactly those traces, the new adapter saved as a checkpoint."""
     ctx.serving.activate(ctx.gateway, policy.version, policy.adapter, temperature=cfg.train_temperature)
     batch = ctx.rollouts.run(problems, samples=cfg.samples, options={"train": name})
-    dataset = build_dataset(ctx.rollouts.service.rt.sessions, TraceFilter(job_ids=frozenset(batch.job_ids)))
+    dataset = build_dataset(ctx.rollouts.service.sessions, TraceFilter(job_ids=frozenset(batch.job_ids)))
     summary = ctx.trainer.train(dataset.groups)
     version = ctx.registry.new_id("grpo")
     out = save_adapter(ctx.trainer.model, ctx.trainer.tokenizer, checkpoint_dir(ctx.home, version))

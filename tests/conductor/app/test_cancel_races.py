@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from sqlalchemy import event, select, text
 
-from conductor.app.runtime import Runtime
-from conductor.app.service import Service
 from conductor.config.settings import Settings
 from conductor.domain.problem import Problem
 from conductor.engine import PlanRecord
 from conductor.engine.cancel import cancel_jobs
 from conductor.inference.completion import Completion
+from conductor.runtime import Runtime
 from conductor.store.models import Chain, Job, Round, Step
+from conductor.system import service_for
 from tests.support.pools import scripted_pool
 
 pytestmark = pytest.mark.services
@@ -60,7 +60,7 @@ def _queue(rt: Runtime, run: Callable[[], Any], waiting: int) -> threading.Threa
 
 def test_a_plan_recorded_just_after_its_job_was_cancelled_starts_no_step(runtime: Runtime):
     engine = runtime.engine
-    job_id, _ = Service(runtime, NoQueue()).submit(Problem(question="q"))
+    job_id, _ = service_for(runtime, NoQueue().submit).submit(Problem(question="q"))
     (round_id,) = engine.start_job(job_id).plans
     assert engine.claim_round(round_id) is not None
     plan = PlanRecord(messages=[], completion=Completion(text=FANOUT, model="m", worker="conductor", prompt_tokens=3))
@@ -83,7 +83,7 @@ def test_a_plan_recorded_just_after_its_job_was_cancelled_starts_no_step(runtime
 
 def test_a_job_started_while_the_cancel_waits_for_it_ends_with_all_its_rows(runtime: Runtime):
     engine = runtime.engine
-    job_id, _ = Service(runtime, NoQueue()).submit(Problem(question="q"))
+    job_id, _ = service_for(runtime, NoQueue().submit).submit(Problem(question="q"))
     started: list[int] = []
 
     def start_first(conn: Any, cursor: Any, statement: str, *args: Any) -> None:

@@ -29,10 +29,10 @@ def test_a_lease_shorter_than_the_task_time_limit_is_rejected():
 
 
 def test_the_broker_redelivers_unacked_work_only_after_any_task_could_have_finished(tmp_path):
-    from tasks.app import create_app
+    from conductor.system import celery_app
 
     settings = Settings(home=tmp_path, broker_url="redis://127.0.0.1:6379/0", task_time_limit_s=100, step_lease_s=120)
-    conf = create_app(settings).conf
+    conf = celery_app(settings).conf
     assert conf.task_time_limit == 100
     assert conf.broker_transport_options["visibility_timeout"] > conf.task_time_limit
     assert conf.task_acks_late and conf.task_reject_on_worker_lost and conf.worker_prefetch_multiplier == 1

@@ -7,14 +7,15 @@ import threading
 import pytest
 from sqlalchemy import select
 
-from conductor.app.runtime import Runtime
-from conductor.app.service import JobSpec, Service
+from conductor.app.service import JobSpec
 from conductor.config.settings import Settings
 from conductor.domain.effects import Effects
 from conductor.domain.problem import Problem
 from conductor.engine import Engine, PlanRecord
 from conductor.inference.completion import Completion
+from conductor.runtime import Runtime
 from conductor.store.models import Job, Step
+from conductor.system import service_for
 from tests.support.pools import scripted_pool
 
 FANOUT = "```python\nmodel_id = [0, 1, 0]\nsubtasks = ['a', 'b', 'join']\naccess_list = [[], [], [0, 1]]\n```"
@@ -43,7 +44,7 @@ def engine(runtime: Runtime) -> Engine:
 
 
 def _planned_fanout(engine: Engine, runtime: Runtime) -> tuple[str, list[int]]:
-    job_id, _ = Service(runtime, NoQueue()).submit(Problem(question="q"))
+    job_id, _ = service_for(runtime, NoQueue().submit).submit(Problem(question="q"))
     (round_id,) = engine.start_job(job_id).plans
     assert engine.claim_round(round_id) is not None
     completion = Completion(text=FANOUT, model="m", worker="conductor", token_ids=[1], logprobs=[-0.1])
@@ -90,7 +91,7 @@ def test_a_step_completed_twice_records_its_first_output_and_releases_nothing_mo
 
 
 def test_an_idempotency_key_returns_the_first_job_with_or_without_a_tenant(runtime):
-    service = Service(runtime, NoQueue())
+    service = service_for(runtime, NoQueue().submit)
     first, created = service.submit(Problem(question="q"), JobSpec(idempotency_key="k-1"))
     again, created_again = service.submit(Problem(question="q, sent twice"), JobSpec(idempotency_key="k-1"))
     other, _ = service.submit(Problem(question="q"), JobSpec(idempotency_key="k-2"))
@@ -108,7 +109,7 @@ def test_the_reaper_resends_solve_only_for_jobs_queued_past_the_grace_since_thei
     from conductor.domain.states import JobStatus
     from conductor.store.models import Job
 
-    service = Service(runtime, NoQueue())
+    service = service_for(runtime, NoQueue().submit)
     long_ago = datetime.now(UTC) - timedelta(seconds=10 * runtime.settings.ready_grace_s)
     just_admitted, lost, never_admitted = (service.submit(Problem(question=f"q{i}"))[0] for i in range(3))
     with runtime.sessions.begin() as s:
@@ -124,7 +125,9 @@ def test_a_plan_round_is_held_to_the_pool_conductors_step_cap_whatever_the_job_a
     runtime = Runtime(Settings(home=tmp_path, recursion=False), pool=pool)
     runtime.migrate()
     try:
-        job_id, _ = Service(runtime, NoQueue()).submit(Problem(question="q"), JobSpec(options={"max_steps": 5}))
+        job_id, _ = service_for(runtime, NoQueue().submit).submit(
+            Problem(question="q"), JobSpec(options={"max_steps": 5})
+        )
         (round_id,) = runtime.engine.start_job(job_id).plans
         task = runtime.engine.claim_round(round_id)
         assert task is not None and task.max_steps == 2
@@ -170,7 +173,9 @@ def test_a_step_handed_to_a_nested_workflow_is_delegated_unleased_and_ends_with_
         engine = runtime.engine
         try:
             nest = {"model_id": [len(pool.workers)], "subtasks": ["think"], "access_list": [[]]}
-            job_id, _ = Service(runtime, NoQueue()).submit(Problem(question="q"), JobSpec(options={"workflow": nest}))
+            job_id, _ = service_for(runtime, NoQueue().submit).submit(
+                Problem(question="q"), JobSpec(options={"workflow": nest})
+            )
             (sid,) = engine.start_job(job_id).steps
             task, _ = engine.lease_step(sid, "h1")
             assert task is not None and engine.runs_nested(task), store

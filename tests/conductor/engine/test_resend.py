@@ -8,15 +8,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import update
 
-from conductor.app.runtime import Runtime
-from conductor.app.service import Service
 from conductor.config.settings import Settings
 from conductor.domain.effects import Effects
 from conductor.domain.problem import Problem
 from conductor.domain.resend import ResendPolicy
 from conductor.domain.states import JobStatus
 from conductor.engine import Engine
+from conductor.runtime import Runtime
 from conductor.store.models import Job, Round, Step
+from conductor.system import service_for
 from tests.conductor.engine.test_engine_store import NoQueue, _planned_fanout
 from tests.support.pools import scripted_pool
 
@@ -106,7 +106,7 @@ def test_a_step_lost_three_times_fails_with_that_reason(runtime):
 
 def test_plans_solve_and_finalize_follow_the_same_rules(runtime):
     engine: Engine = runtime.engine
-    service = Service(runtime, NoQueue())
+    service = service_for(runtime, NoQueue().submit)
     queued, planning, closing = (service.submit(Problem(question=f"q{i}"))[0] for i in range(3))
     (round_id,) = engine.start_job(planning).plans
     engine.start_job(closing)
@@ -131,7 +131,7 @@ def test_plans_solve_and_finalize_follow_the_same_rules(runtime):
 
 def test_a_round_handed_back_by_a_rate_limit_counts_its_retry_as_a_send(runtime):
     engine: Engine = runtime.engine
-    job_id, _ = Service(runtime, NoQueue()).submit(Problem(question="q"))
+    job_id, _ = service_for(runtime, NoQueue().submit).submit(Problem(question="q"))
     (round_id,) = engine.start_job(job_id).plans
     backdate(runtime, Round, round_id, created_at=ago(10 * GRACE))
     assert engine.claim_round(round_id) is not None

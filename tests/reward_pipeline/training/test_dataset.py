@@ -52,7 +52,7 @@ def filled(tmp_path):
             )
             sys.service.wait([*ids, eval_id], timeout=60, poll_s=0.05)
             for job_id in [*ids, eval_id]:
-                score_job(sys.runtime, job_id)
+                score_job(sys.runtime.sessions, job_id)
             yield sys, ids
     finally:
         server.stop()

@@ -105,8 +105,8 @@ def test_real_training_steps_store_their_health_and_the_report_plots_it(tmp_path
     """SmolLM2-135M: one group on-policy, one whose stored behaviour logprobs are off by a lot."""
     from transformers import AutoTokenizer
 
-    from conductor.app.runtime import Runtime
     from conductor.inference.local_backend import LocalModel
+    from conductor.runtime import Runtime
     from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
     from reward_pipeline.training.policy import LoraSpec, load_trainable
     from tests.reward_pipeline.training.test_training_real import BASE, _sample

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from conductor.app.runtime import Runtime
 from conductor.domain.problem import Problem
+from conductor.runtime import Runtime
 from conductor.store.models import Round
 from reward_pipeline.training.checkpoints import Registry
 from reward_pipeline.training.gate import PolicyEval, decide

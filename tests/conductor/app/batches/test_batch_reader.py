@@ -14,11 +14,11 @@ from sqlalchemy import select
 from conductor.app.batches import ingest as batch_ingest
 from conductor.app.batches.batch_api import Batches
 from conductor.app.batches.ingest import BatchReader, error_lines, invalid_path
-from conductor.app.runtime import Runtime
-from conductor.app.service import Service
 from conductor.app.tenants import create_key
 from conductor.config.settings import Settings
+from conductor.runtime import Runtime
 from conductor.store.models import Batch, Job
+from conductor.system import service_for
 from tests.support.pools import scripted_pool
 
 LINES = 230
@@ -40,7 +40,7 @@ def batches(request, tmp_path, monkeypatch) -> Batches:
     url = None if request.param == "sqlite" else request.getfixturevalue("pg_url")
     runtime = Runtime(Settings(home=tmp_path, database_url=url), pool=scripted_pool("http://127.0.0.1:9/v1"))
     runtime.migrate()
-    yield Batches(Service(runtime, NoQueue()))
+    yield Batches(service_for(runtime, NoQueue().submit))
     runtime.close()
 
 

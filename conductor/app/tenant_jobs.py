@@ -1,5 +1,6 @@
-"""What the HTTP API adds to the Service: everything seen through one tenant, cancel, feedback,
-chat conversations as jobs, and cursor pagination. Another tenant's records are simply not found."""
+"""The Service seen through one tenant: its jobs and responses, submitted after its quota check, read,
+cancelled and given feedback; chat conversations as jobs; cursor pagination. Another tenant's records
+are simply not found. The HTTP API's routes call this; it holds no HTTP notions."""
 
 from __future__ import annotations
 
@@ -7,27 +8,33 @@ import base64
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.app import responses
+from conductor.app.read_models import JobDetail, JobSummary
 from conductor.app.responses import Pin
 from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota, owned
 from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.problem import Problem
-from conductor.domain.states import TERMINAL_JOB
+from conductor.domain.states import TERMINAL_JOB_VALUES
 from conductor.engine.cancel import cancel_jobs
-from conductor.store.models import Chain, Job, Round
+from conductor.store.models import Chain, Job, Reward, Round
 
-TERMINAL_VALUES = frozenset(s.value for s in TERMINAL_JOB)
+#: Stores a user's judgement of a job's answer (job id, value) as a reward: the reward pipeline's
+#: `record_feedback`, passed in by the composition root.
+RecordFeedback = Callable[[str, Any], Reward]
+
+
+T = TypeVar("T")
 
 
 @dataclass
-class JobPage:
-    jobs: list[dict[str, Any]]
+class JobPage(Generic[T]):
+    jobs: list[T]
     next_cursor: str | None
 
 
@@ -51,12 +58,13 @@ def _text(content: Any) -> str:
     return ""
 
 
-class ApiService:
-    """The Service, scoped to tenants. Routes call this; it holds no HTTP notions."""
+class TenantJobs:
+    """The Service, scoped to tenants."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, record_feedback: RecordFeedback) -> None:
         self.service = service
-        self.sessions = service.rt.sessions
+        self.sessions = service.sessions
+        self.record_feedback = record_feedback
 
     # -- submit ------------------------------------------------------------------------------
     def submit(self, tenant_id: str, problem: Problem, spec: JobSpec = JobSpec()) -> tuple[str, bool]:
@@ -135,13 +143,9 @@ class ApiService:
         with self.sessions() as s:
             return owned(s, Job, job_id, tenant_id, "job")
 
-    def job(self, tenant_id: str, job_id: str) -> dict[str, Any]:
+    def job(self, tenant_id: str, job_id: str) -> JobDetail:
         self._own(tenant_id, job_id)
-        view = self.service.job(job_id)
-        with self.sessions() as s:
-            job = s.get_one(Job, job_id)
-            view.update(batch_id=job.batch_id, priority=job.priority, options=job.options)
-        return view
+        return self.service.job_detail(job_id)
 
     def progress(self, tenant_id: str, job_id: str) -> dict[str, Any]:
         """A cheap poll: status plus how far the workflow has got (for streaming)."""
@@ -155,7 +159,7 @@ class ApiService:
             ).all()
         return {
             "status": job.status,
-            "terminal": job.status in TERMINAL_VALUES,
+            "terminal": job.status in TERMINAL_JOB_VALUES,
             "rounds": [
                 {"index": r[0], "kind": r[1], "status": r[2], "steps": r[3], "steps_done": r[4]} for r in rounds
             ],
@@ -169,7 +173,7 @@ class ApiService:
         batch_id: str | None = None,
         limit: int = 20,
         cursor: str | None = None,
-    ) -> JobPage:
+    ) -> JobPage[JobSummary]:
         """Newest first; `cursor` is the opaque `next_cursor` of the previous page."""
         # Exploration jobs carry the tenant (isolation, judging) but are training's, not the tenant's.
         q = select(Job).where(Job.tenant_id == tenant_id, Job.explore_of.is_(None))
@@ -177,30 +181,28 @@ class ApiService:
             q = q.where(Job.status == status)
         if batch_id is not None:
             q = q.where(Job.batch_id == batch_id)
-        return page_of_jobs(self.sessions, q, limit=limit, cursor=cursor)
+        return page_of_jobs(self.sessions, q, JobSummary.of, limit=limit, cursor=cursor)
 
     # -- change ------------------------------------------------------------------------------
-    def cancel(self, tenant_id: str, job_id: str) -> dict[str, Any]:
+    def cancel(self, tenant_id: str, job_id: str) -> JobDetail:
         self._own(tenant_id, job_id)
         cancel_jobs(self.sessions, [job_id])
         return self.job(tenant_id, job_id)
 
     def feedback(self, tenant_id: str, job_id: str, value: Any) -> dict[str, Any]:
-        from reward_pipeline.rewards import record_feedback
-
         self._own(tenant_id, job_id)
-        row = record_feedback(self.service.rt, job_id, value)
+        row = self.record_feedback(job_id, value)
         return {"job_id": job_id, "reward": row.value, "correct": row.correct, "source": row.source}
 
 
 def page_of_jobs(
     sessions: sessionmaker[Session],
     q: Select[Any],
+    view: Callable[[Job], T],
     *,
     limit: int,
     cursor: str | None,
-    view: Callable[[Job], dict[str, Any]] | None = None,
-) -> JobPage:
+) -> JobPage[T]:
     """One page of the jobs `q` selects, newest first; `cursor` is the previous page's `next_cursor`."""
     if cursor:
         at, last_id = decode_cursor(cursor)
@@ -209,27 +211,9 @@ def page_of_jobs(
     with sessions() as s:
         rows: list[Job] = list(s.scalars(q))
         page = rows[:limit]
-        views = [(view or job_summary)(j) for j in page]
+        views = [view(j) for j in page]
     more = len(rows) > limit
     return JobPage(views, encode_cursor(page[-1].created_at, page[-1].id) if more and page else None)
-
-
-def job_summary(job: Job) -> dict[str, Any]:
-    return {
-        "id": job.id,
-        "status": job.status,
-        "batch_id": job.batch_id,
-        "custom_id": job.external_id,
-        "priority": job.priority,
-        "answer": job.answer,
-        "error": job.error,
-        "prompt_tokens": job.prompt_tokens,
-        "completion_tokens": job.completion_tokens,
-        "cost_usd": job.cost_usd,
-        "model_calls": job.model_calls,
-        "created_at": job.created_at,
-        "finished_at": job.finished_at,
-    }
 
 
 def encode_cursor(at: datetime, job_id: str) -> str:

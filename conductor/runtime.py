@@ -1,4 +1,9 @@
-"""Wiring: from one Settings object to the store, pool, gateway and engine a process uses."""
+"""A process's parts, built from one Settings object: the store, pool, gateway, engine and orchestrator.
+
+Only the entry points hold a `Runtime` (the composition root `conductor.system`, the CLI, the API and
+the Celery task bodies in `tasks/`); everything below them is given the parts it uses (a
+sessionmaker, the settings, the pool, a gateway). import-linter keeps it that way.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from functools import cached_property
 from sqlalchemy import Engine as SqlEngine
 from sqlalchemy.orm import Session, sessionmaker
 
+from conductor.app.orchestrator import Orchestrator
 from conductor.config.pool import Pool, load_pool
 from conductor.config.settings import Settings
 from conductor.engine import Engine
@@ -17,8 +23,8 @@ from conductor.store import queries
 from conductor.store.call_cache import StoreCallCache
 from conductor.store.db import make_engine, session_factory, upgrade
 
-#: Builds the cluster-wide call limiter for a pool (or None: no limits). Passed in by the entry
-#: points (`schedulers.limits.cluster_limiter`): the application layer does not import schedulers.
+#: Builds the cluster-wide call limiter for a pool (or None: no limits). Passed in by the composition
+#: root (`schedulers.limits.cluster_limiter`): the library does not import schedulers.
 LimiterFactory = Callable[[Settings, Pool], CallLimiter | None]
 
 
@@ -78,6 +84,10 @@ class Runtime:
     @cached_property
     def engine(self) -> Engine:
         return Engine(self.sessions, self.settings, self.pool)
+
+    @cached_property
+    def orchestrator(self) -> Orchestrator:
+        return Orchestrator(self.engine, self.gateway, self.pool)
 
     def migrate(self) -> None:
         """Create or upgrade the schema now rather than on first use."""
