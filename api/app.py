@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from api import errors, ui
 from api.metrics import StoreCollector
 from api.routes import batches, chat, estimates, files, jobs, metrics, models, responses, webhooks
-from conductor.app.batches import Batches
+from conductor.app.batches.batch_api import Batches
 from conductor.app.estimate import estimate
 from conductor.app.tenant_jobs import TenantJobs
 from conductor.config.settings import Settings

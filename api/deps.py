@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.errors import AuthError
-from conductor.app.batches import Batches
+from conductor.app.batches.batch_api import Batches
 from conductor.app.tenant_jobs import TenantJobs
 from conductor.app.tenants import Principal, verify_key
 from conductor.domain.problem import Problem

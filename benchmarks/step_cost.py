@@ -87,12 +87,13 @@ def wait_done(sessions: Any, ids: list[str], poll_s: float = 0.2, timeout: float
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import redis
-    from conductor.app.runtime import Runtime
 
     from benchmarks.orchestration_overhead import scripted_server
-    from conductor.app.service import JobSpec, Service
+    from conductor.app.service import JobSpec
     from conductor.config.settings import Settings
     from conductor.domain.problem import Problem
+    from conductor.runtime import Runtime
+    from conductor.system import service_for
     from tasks.app import create_app
     from tasks.dispatch import Dispatcher
     from tasks.embedded import EmbeddedWorker
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         app = create_app(settings, runtime)
         runtime.migrate()
         counter = SqlCounter(runtime.db)
-        service = Service(runtime, Dispatcher(app))
+        service = service_for(runtime, Dispatcher(app).submit)
         with EmbeddedWorker(app, concurrency=args.threads):
             warm = [service.submit(Problem(question=f"[wf:fanout] w{i}"))[0] for i in range(8)]
             wait_done(runtime.sessions, warm)
