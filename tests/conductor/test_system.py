@@ -13,5 +13,9 @@ def test_a_system_without_a_worker_is_migrated_and_its_jobs_wait_in_the_broker(t
     with running_system(settings, pool=scripted_pool("http://127.0.0.1:9"), worker=False) as system:
         assert system.service.usage()["jobs"] == 0, "the store was migrated before anything ran"
         job_id, created = system.service.submit(Problem(question="q"))
-        assert created and system.service.job(job_id)["status"] == "queued", "no worker took it"
+        job = system.service.job(job_id)
+        # Submit starts the job itself (no solve hop): its plan round exists, but no worker has taken it.
+        assert created and job["status"] == "running"
+        assert [r["status"] for c in job["chains"] for r in c["rounds"]] == ["planning"]
+        assert [r["workflow"] for c in job["chains"] for r in c["rounds"]] == [None], "no worker took it"
         assert system.runtime.pool is system.runtime.orchestrator.pool, "one set of parts per process"

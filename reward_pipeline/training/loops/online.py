@@ -130,6 +130,8 @@ def run_cycles(
     pool = list(train)
     active, current = start, start
     history: list[dict[str, Any]] = []
+    if report is not None:  # written even with no cycle (a warm-up that was only gated), for the report
+        report.write_text("[]\n")
     for c in range(cfg.cycles):
         cycle_id = _open_cycle(ctx, trigger="online")
         record: dict[str, Any] = {"cycle": c + 1, "iterations": []}
