@@ -279,7 +279,7 @@ class Service:
         with self.sessions() as s:
             rows = s.execute(q.where(Job.explore_of.is_(None))).all()
             background = queries.background_usage(s, batch_id=batch_id, tenant_id=tenant_id)
-        by_status = {status: n for status, n, *_ in rows}
+        by_status = {str(status): n for status, n, *_ in rows}
         return {
             "batch_id": batch_id,
             "tenant_id": tenant_id,
