@@ -147,7 +147,7 @@ def _wait(service: Any, ids: list[str], *, timeout: float, poll_s: float) -> Non
 
     deadline = time.monotonic() + timeout
     while True:
-        with service.rt.sessions() as s:
+        with service.sessions() as s:
             if queries.count_ended(s, ids) >= len(ids):
                 return
         if time.monotonic() > deadline:

@@ -46,7 +46,8 @@ def test_a_token_budget_stops_a_real_model_job_after_the_call_that_spent_it(home
 
 def test_the_llm_judge_gives_a_verdict_with_its_reason_using_a_real_model(home):
     runtime = Runtime(make_settings(home), pool=_small_pool())
-    judge = make_judge(runtime, "smol-precise")
+    judge = make_judge(runtime.settings, runtime.pool, runtime.gateway, "smol-precise")
+    assert judge is not None
     problem = Problem(
         question="What is the capital of France?", kind="text", rubric="Full marks only if the answer names Paris."
     )

@@ -166,7 +166,7 @@ def test_a_canary_key_is_in_no_celery_message_event_or_result_of_a_cluster(tmp_p
             _redis_monitor(redis_db) as commands,
             workers(env | {KEY_VAR: canary}, tmp_path, ["w1"], queues="conductor,llm,reward,default"),
         ):
-            ok, _ = service.submit(Problem(question="What is 6 * 7? [wf:single]", answer="42"))
+            ok, _ = service.submit(Problem(question="What is 6 * 7? [wf:fanout0]", answer="42"))  # parallel steps: sent
             bad, _ = service.submit(Problem(question="What is 1 + 1? [wf:chain]", answer="2"))  # beta: 401
             service.wait([ok, bad], timeout=120)
             deadline = time.monotonic() + 60
@@ -181,7 +181,7 @@ def test_a_canary_key_is_in_no_celery_message_event_or_result_of_a_cluster(tmp_p
     # What was captured is the traffic Flower reads: every pipeline task's message with its
     # argument reprs, the bodies decoded (they name the jobs), and the task events.
     text, bodies = "\n".join(commands), _bodies(commands)
-    for name in (TaskName.SOLVE, TaskName.PLAN, TaskName.RUN_STEP, TaskName.SCORE):
+    for name in (TaskName.PLAN, TaskName.RUN_STEP, TaskName.SCORE):  # submit sends the plan itself: no solve hop
         assert f'"task": "{name.value}"' in text and '"argsrepr"' in text, name
     assert any(ok in body for body in bodies) and any(bad in body for body in bodies)
     assert any('"task-succeeded"' in body for body in bodies), "task events were published"

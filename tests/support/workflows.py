@@ -9,6 +9,8 @@ from tests.support.scripted_llm import Reply
 WORKFLOWS = {
     # two independent steps, then one that sees both
     "fanout": ("[0, 1, 0]", '["part A", "part B", "combine"]', "[[], [], [0, 1]]"),
+    # the same, every step on the first worker
+    "fanout0": ("[0, 0, 0]", '["part A", "part B", "combine"]', "[[], [], [0, 1]]"),
     "chain": ("[0, 1]", '["solve", "check"]', '[[], "all"]'),
     "single": ("[0]", '["answer it"]', "[[]]"),
     "wide": ("[0, 1, 0, 1, 0]", '["a", "b", "c", "d", "merge"]', '[[], [], [], [], "all"]'),
