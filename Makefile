@@ -41,13 +41,13 @@ services:
 test: lint test-core test-vllm
 
 test-core: model services
-	$(BIN)/python -m pytest -m "not vllm" -q
+	$(BIN)/python -m pytest -m "not vllm" -q --durations=25
 
 vllm-venv:
 	scripts/setup_vllm_venv.sh
 
 test-vllm: model vllm-venv
-	CONDUCTOR_TEST_REQUIRE_VLLM=1 $(BIN)/python -m pytest -m vllm -q
+	CONDUCTOR_TEST_REQUIRE_VLLM=1 $(BIN)/python -m pytest -m vllm -q --durations=10
 
 lint: setup
 	$(BIN)/ruff check conductor tasks reward_pipeline schedulers api tests benchmarks
