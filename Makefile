@@ -40,8 +40,10 @@ services:
 
 test: lint test-core test-vllm
 
+# One test process per core, up to four (pytest-xdist, a file per process at a time): most of the core
+# suite waits on worker processes and services, not on the CPU. The vLLM stage runs one server at a time.
 test-core: model services
-	$(BIN)/python -m pytest -m "not vllm" -q --durations=25
+	$(BIN)/python -m pytest -m "not vllm" -q --durations=25 -n auto --maxprocesses 4 --dist loadfile
 
 vllm-venv:
 	scripts/setup_vllm_venv.sh
@@ -75,6 +77,8 @@ train-local: model vllm-venv
 # takes about 45 min on 2 cores: `python benchmarks/batch_scale.py --problems 10000,100000`.
 bench: model services vllm-venv
 	$(BIN)/python benchmarks/orchestration_overhead.py --litellm
+	$(BIN)/python benchmarks/orchestration_overhead.py --figures
+	$(BIN)/python benchmarks/step_cost.py
 	$(BIN)/python benchmarks/chaos.py --problems 200 --events 2
 	$(BIN)/python benchmarks/batch_scale.py --problems 10000
 	$(BIN)/python benchmarks/api_load.py

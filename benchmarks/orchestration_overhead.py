@@ -106,7 +106,9 @@ def _problem_and_options(i: int) -> tuple[Any, dict[str, Any]]:
     return Problem(question=f"[wf:single] q{i}"), {}
 
 
-def _run_jobs(service: Any, n: int, *, serial: bool = False, offset: int = 0) -> tuple[float, list[float], list[str]]:
+def _run_jobs(
+    service: Any, n: int, *, serial: bool = False, offset: int = 0
+) -> tuple[float, list[float], list[str], list[str]]:
     from sqlalchemy import select
 
     from conductor.app.service import JobSpec
@@ -135,7 +137,7 @@ def _run_jobs(service: Any, n: int, *, serial: bool = False, offset: int = 0) ->
         else:  # under the batch: from the batch's start
             t0 = min(r.created_at for r in rows.values())
             lat = [(rows[i].finished_at - t0).total_seconds() for i in ids]
-    return secs, lat, [_kind(i) for i in range(offset, offset + n)]
+    return secs, lat, [_kind(i) for i in range(offset, offset + n)], ids
 
 
 def _wait(service: Any, ids: list[str], *, timeout: float, poll_s: float) -> None:
@@ -160,14 +162,63 @@ def embedded(pool: Any, n: int, concurrency: int, latency: float, direct: bool =
 
     home = Path(tempfile.mkdtemp())
     with embedded_system(home, pool, concurrency=concurrency, max_rounds=2, direct_openai=direct) as sysm:
-        _, idle, idle_kinds = _run_jobs(sysm.service, idle_jobs(), serial=True, offset=10**6)
+        _, idle, idle_kinds, _ = _run_jobs(sysm.service, idle_jobs(), serial=True, offset=10**6)
         cpu0 = time.process_time()
-        secs, lat, kinds = _run_jobs(sysm.service, n)
+        secs, lat, kinds, _ = _run_jobs(sysm.service, n)
         cpu = time.process_time() - cpu0
     via = "" if direct else ", litellm"
     res = Result(f"(b) embedded: memory://, SQLite, {concurrency} threads{via}", n, secs, lat, kinds, cpu_s=cpu)
     res.idle_overhead_ms = _overhead_ms(idle, idle_kinds, latency)
     return res
+
+
+#: The phases of one plan + 2 parallel steps + combine job, one job at a time, from its rows' stamps.
+PHASES = (
+    "submit -> plan recorded, less the call (start the job, send plan, broker hop, lease, record)",
+    "plan recorded -> parallel steps start (release, send, broker hop, lease)",
+    "parallel step: call returns -> completed",
+    "last parallel step completed -> combine starts (inline release and lease)",
+    "combine: call returns -> completed",
+    "combine completed -> job finished (close the job)",
+    "model calls on the critical path (the scripted server's round trip)",
+)
+
+
+def idle_timeline(service: Any, ids: list[str]) -> dict[str, float]:
+    """Median ms per phase of the plan-fanout jobs in `ids` (run one at a time): where a critical
+    step's orchestration time goes. Stamps are the transitions' own (taken before each commit), so a
+    commit's cost lands in the phase after it; model call time is each row's measured latency (a
+    round's own finished_at is stamped when its workflow ends, so the plan's end is its first steps' ready_at)."""
+    import statistics
+
+    from sqlalchemy import select
+
+    from conductor.store.models import Job, Round, Step
+
+    per: dict[str, list[float]] = {p: [] for p in PHASES}
+    with service.sessions() as s:
+        for job_id in ids:
+            job = s.get(Job, job_id)
+            rounds = list(s.scalars(select(Round).where(Round.job_id == job_id)))
+            steps = sorted(s.scalars(select(Step).where(Step.job_id == job_id)), key=lambda x: x.step_index)
+            if job is None or len(rounds) != 1 or len(steps) != 3 or job.finished_at is None:
+                continue
+            rnd, (a, b, join) = rounds[0], steps
+            plan_s = rnd.latency_s or 0.0
+            recorded = min(a.ready_at, b.ready_at)  # ready when the plan is recorded (they depend on nothing)
+            last = max((a, b), key=lambda x: x.finished_at)
+            ms = {
+                PHASES[0]: (recorded - job.created_at).total_seconds() - plan_s,
+                PHASES[1]: (min(a.started_at, b.started_at) - recorded).total_seconds(),
+                PHASES[2]: (last.finished_at - last.started_at).total_seconds() - (last.latency_s or 0.0),
+                PHASES[3]: (join.started_at - last.finished_at).total_seconds(),
+                PHASES[4]: (join.finished_at - join.started_at).total_seconds() - (join.latency_s or 0.0),
+                PHASES[5]: (job.finished_at - join.finished_at).total_seconds(),
+                PHASES[6]: plan_s + (last.latency_s or 0.0) + (join.latency_s or 0.0),
+            }
+            for k, v in ms.items():
+                per[k].append(v * 1000)
+    return {k: statistics.median(v) for k, v in per.items() if v}
 
 
 def services_available() -> str | None:
@@ -222,11 +273,12 @@ def cluster(
                         total += t.user + t.system
                 return total
 
-            _, idle, idle_kinds = _run_jobs(service, idle_jobs(), serial=True, offset=10**6)
+            _, idle, idle_kinds, idle_ids = _run_jobs(service, idle_jobs(), serial=True, offset=10**6)
+            timeline = idle_timeline(service, idle_ids)
             spy = _py_spy(ps[0].pid, profile, home) if profile else None
             cpu0 = time.process_time()
             w0 = cpu()
-            secs, lat, kinds = _run_jobs(service, n)
+            secs, lat, kinds, _ = _run_jobs(service, n)
             if spy is not None:
                 spy.wait()
             workers_cpu = cpu() - w0
@@ -243,6 +295,7 @@ def cluster(
         cpu_s=workers_cpu,
     )
     res.notes["client_cpu_s"] = client_cpu
+    res.notes["timeline"] = timeline
     res.idle_overhead_ms = _overhead_ms(idle, idle_kinds, latency)
     return res
 
@@ -307,6 +360,14 @@ def figures(rows_by_latency: dict[float, list[Result]]) -> None:
                 f"| ratio to the direct loop at {latency * 1000:.0f} ms calls, {system.jobs} jobs | "
                 f"{system.jobs_per_s / base.jobs_per_s:.2f}x | 1.00x |"
             )
+    for latency, rows in sorted(rows_by_latency.items()):
+        system = next((r for r in rows if "Redis" in r.mode), None)
+        timeline = system.notes.get("timeline") if system is not None else None
+        if timeline:
+            print(f"\nwhere one job's time goes, one job at a time, {latency * 1000:.0f} ms calls (median ms):\n")
+            print("| phase | ms |\n|---|---:|")
+            for phase, ms in timeline.items():
+                print(f"| {phase} | {ms:.1f} |")
     sys.stdout.flush()
 
 

@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--out", type=Path, default=None, help="write unseen_plans.json here")
     ap.add_argument("--benchmarks", default=None, help="comma-separated subset of mmlu,humaneval,math500,aime24")
+    ap.add_argument("--max-tokens", type=int, default=None, help="cap the Conductor's plan (a smoke run's size)")
     args = ap.parse_args()
     wanted = None if args.benchmarks is None else set(args.benchmarks.split(","))
     settings = Settings()
@@ -37,9 +38,12 @@ def main() -> None:
     for name, problem in unseen_benchmark_prompts(args.data, n=args.n):
         if wanted is None or name in wanted:
             by_bench.setdefault(name, []).append(problem)
+    pool = load_pool(args.pool)
+    if args.max_tokens is not None:
+        pool.conductor = pool.conductor.model_copy(update={"max_tokens": args.max_tokens})
     results: dict[str, dict] = {}
     for grammar in (True, False):
-        gateway = Gateway(load_pool(args.pool), model_home=settings.model_cache, plan_grammar=grammar)
+        gateway = Gateway(pool, model_home=settings.model_cache, plan_grammar=grammar)
         label = "grammar on" if grammar else "grammar off"
         results[label] = {b: probe_plans(gateway, ps, threads=1).as_dict() for b, ps in by_bench.items()}
     print(

@@ -90,16 +90,16 @@ SMOKES: dict[str, Smoke] = {
         expect="(b) embedded",
     ),
     "retraining_cpu.py": Smoke(setup=_retraining_results, expect="wrote "),
-    # The served Conductor is the local pool's, in process: the model comes from the test model home.
-    # Two plans (grammar on, off) cost about 135 CPU seconds, most of it loading and masking.
     # Wiring only: the embedded store and broker, two jobs; the figures want the services and 120 jobs.
     "step_cost.py": Smoke(
         ["--sqlite", "--memory", "--jobs", "2", "--threads", "2", "--statements"],
         expect="CPU ms/step",
     ),
     "spy_summary.py": Smoke(setup=_py_spy_profile, expect="| SQLAlchemy | 67% |"),
+    # The served Conductor is the local pool's, in process: the model comes from the test model home.
+    # Two plans (grammar on, off), cut short: the wiring, not the plans (a full plan is ~600 tokens).
     "unseen_plans.py": Smoke(
-        ["--n", "1", "--benchmarks", "mmlu"],
+        ["--n", "1", "--benchmarks", "mmlu", "--max-tokens", "24"],
         marks=(pytest.mark.slow, pytest.mark.timeout(900)),
         expect="| mmlu |",
         env={"CONDUCTOR_HOME": str(MODEL_HOME)},

@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 PG_ADMIN_URL = os.environ.get("CONDUCTOR_TEST_PG", "postgresql+psycopg://root@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("CONDUCTOR_TEST_REDIS", "redis://127.0.0.1:6379")
@@ -29,12 +30,29 @@ def fresh_pg_database() -> Iterator[str]:
         admin.dispose()
 
 
+#: Redis database numbers tests may take; 14 and 15 are the benchmarks' own.
+TEST_REDIS_DBS = range(1, 14)
+
+
 @contextmanager
 def fresh_redis_db() -> Iterator[str]:
-    """A Redis database number of its own, flushed before and after."""
+    """A Redis database number of its own, flushed before and after.
+
+    Held under a lease key in database 0 while in use, so that test processes running side by side
+    (pytest-xdist) never share, and so never flush, each other's queues."""
+    import time
+
     import redis
 
-    db = 1 + (os.getpid() + uuid.uuid4().int) % 14
+    admin = redis.Redis.from_url(f"{REDIS_URL}/0")
+    token = f"{os.getpid()}-{uuid.uuid4().hex}"
+    deadline = time.monotonic() + 300
+    db = _take(admin, token)
+    while db is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError("every test Redis database stayed taken for 5 minutes")
+        time.sleep(0.5)
+        db = _take(admin, token)
     url = f"{REDIS_URL}/{db}"
     client = redis.Redis.from_url(url)
     client.flushdb()
@@ -43,3 +61,19 @@ def fresh_redis_db() -> Iterator[str]:
     finally:
         client.flushdb()
         client.close()
+        if admin.get(_lease(db)) == token.encode():
+            admin.delete(_lease(db))
+        admin.close()
+
+
+def _take(admin: Any, token: str) -> int | None:
+    import random
+
+    for n in random.sample(TEST_REDIS_DBS, len(TEST_REDIS_DBS)):
+        if admin.set(_lease(n), token, nx=True, ex=3600):
+            return n
+    return None
+
+
+def _lease(db: int) -> str:
+    return f"conductor-test:redis-db:{db}"
