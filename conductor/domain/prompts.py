@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from conductor.domain.workflow import Workflow
 
 __all__ = [
+    "EXPRESSION_HINT",
     "MAX_PREVIOUS_ANSWER_CHARS",
     "QUESTION_REF",
     "WorkerCard",
@@ -40,6 +41,13 @@ MAX_PREVIOUS_ANSWER_CHARS = 6_000
 #: adapter on unseen prompts, 15 copied the question (most of them twice) and 8 of those 15 failed to
 #: parse, against 1 of the 5 that copied nothing.
 QUESTION_REF = "{question}"
+
+#: What a model is asked for when a tool computes after it. Measured on 20 word problems: SmolLM2-135M at
+#: temperature 0 wrote an expression that evaluates to the answer 12 times with this wording, 7 and 5
+#: with two others, and answered correctly itself 5 times.
+EXPRESSION_HINT = (
+    "Write the arithmetic expression that computes the answer, using only numbers and + - * / ( ). Do not compute it."
+)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,10 @@ Method specs (``--methods`` takes a comma-separated list):
                               the job finishes from the verifier's extraction of each sample
                               (final number, choice letter, math expression; normalised code for
                               code). Ties go to the earliest sample.
+``tool-route[:WORKER[:TOOL]]`` WORKER writes the arithmetic expression for the question (not its
+                              value), then TOOL (default: the pool's first tool worker) computes it
+                              ("all"): the route a Conductor can learn on a pool with a calculator,
+                              fixed, so it can be told apart from the choosing of it.
 """
 
 from __future__ import annotations
@@ -32,10 +36,11 @@ from typing import Any
 from conductor.config.pool import Pool
 from conductor.domain.errors import InputError
 from conductor.domain.problem import Problem
+from conductor.domain.prompts import EXPRESSION_HINT
 
 __all__ = ["METHOD_NAMES", "Method", "parse_method", "parse_methods"]
 
-METHOD_NAMES = ("conductor", "router", "single", "moa", "self-reflect", "best-of-n")
+METHOD_NAMES = ("conductor", "router", "single", "moa", "self-reflect", "best-of-n", "tool-route")
 DEFAULT_REFLECTIONS = 2
 DEFAULT_N = 5
 
@@ -57,7 +62,7 @@ class Method:
     label: str  #: canonical spec, the key results are stored under
     kind: str  #: one of METHOD_NAMES
     worker_index: int | None = None
-    aggregator_index: int | None = None
+    aggregator_index: int | None = None  #: moa's aggregator, tool-route's tool
     n: int = 1  #: reflections (self-reflect) or samples (best-of-n)
     pool_size: int = 0
 
@@ -94,6 +99,17 @@ class Method:
                 "options": {
                     "workflow": _lists(
                         [w] * (self.n + 1), [q] + [REFLECT.format(question=q)] * self.n, [[]] + ["all"] * self.n
+                    )
+                },
+                "samples": 1,
+            }
+        if self.kind == "tool-route":
+            return {
+                "options": {
+                    "workflow": _lists(
+                        [self.worker_index, self.aggregator_index],
+                        [f"{EXPRESSION_HINT} Question: {q}", "Compute the expression above."],
+                        [[], "all"],
                     )
                 },
                 "samples": 1,
@@ -165,4 +181,29 @@ def parse_method(spec: str, pool: Pool) -> Method:
         w, i = worker(args[0] if args else None)
         n = count(args[1] if len(args) > 1 else None, DEFAULT_N, "n")
         return Method(f"best-of-n:{w}:{n}", "best-of-n", worker_index=i, n=n)
+    if name == "tool-route":
+        at_most(2)
+        return _tool_route(spec, pool, args)
     raise InputError(f"unknown method {spec!r}; known: {', '.join(METHOD_NAMES)}")
+
+
+def _tool_route(spec: str, pool: Pool, args: list[str]) -> Method:
+    """`tool-route[:WORKER[:TOOL]]`: a model worker (default: the first) and a tool worker (default: the first)."""
+    names = [w.name for w in pool.workers]
+    tools = [w.name for w in pool.workers if w.is_tool]
+    if not tools:
+        raise InputError(f"method {spec!r}: the pool has no tool worker to compute the expression")
+    writer = args[0] if args and args[0] else next((n for n in names if n not in tools), "")
+    tool = args[1] if len(args) > 1 and args[1] else tools[0]
+    if writer not in names or writer in tools:
+        raise InputError(
+            f"method {spec!r}: {writer!r} is not a model worker of the pool; a model writes the expression"
+        )
+    if tool not in tools:
+        raise InputError(f"method {spec!r}: {tool!r} is not a tool worker; the pool's tools: {', '.join(tools)}")
+    return Method(
+        f"tool-route:{writer}:{tool}",
+        "tool-route",
+        worker_index=names.index(writer),
+        aggregator_index=names.index(tool),
+    )

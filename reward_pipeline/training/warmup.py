@@ -19,16 +19,11 @@ from typing import Any
 from conductor.domain.errors import TrainingError
 from conductor.domain.parser import parse_workflow
 from conductor.domain.problem import Problem
-from conductor.domain.prompts import QUESTION_REF, WorkerCard, build_plan_messages
+from conductor.domain.prompts import EXPRESSION_HINT, QUESTION_REF, WorkerCard, build_plan_messages
 from conductor.domain.workflow import Workflow
 from reward_pipeline.training.policy import LoraSpec
 
 _ANSWER_HINT = "Give the final answer."
-# Measured on 20 word problems: SmolLM2-135M at temperature 0 wrote an expression that evaluates to the
-# answer 12 times with this wording, 7 and 5 with two others, and answered correctly itself 5 times.
-_EXPRESSION_HINT = (
-    "Write the arithmetic expression that computes the answer, using only numbers and + - * / ( ). Do not compute it."
-)
 
 
 @dataclass(frozen=True)
@@ -68,7 +63,7 @@ def synthetic_plan(workers: Sequence[WorkerCard], rng: random.Random) -> tuple[s
     else:  # a model writes the expression, a second step computes it (the question is written once)
         wf = Workflow.from_lists(
             [rng.choice(models), pick()],
-            [f"{_EXPRESSION_HINT} Question: {q}", "Compute the expression above."],
+            [f"{EXPRESSION_HINT} Question: {q}", "Compute the expression above."],
             [[], "all"],
         )
     # No thought before the block: a 135M model gains nothing from it and it costs tokens to learn.

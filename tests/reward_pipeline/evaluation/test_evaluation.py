@@ -17,9 +17,11 @@ import yaml
 from typer.testing import CliRunner
 
 from conductor.cli.main import app as cli
+from conductor.config.pool import load_pool
 from conductor.domain.errors import InputError
 from conductor.domain.inputs import read_problems
 from conductor.domain.problem import Problem
+from conductor.domain.prompts import EXPRESSION_HINT
 from conductor.store.models import Reward
 from reward_pipeline.evaluation import majority_vote
 from reward_pipeline.evaluation.baselines import parse_method, parse_methods
@@ -155,6 +157,22 @@ def test_method_specs_become_job_options() -> None:
             parse_method(bad, pool)
 
 
+def test_the_tool_route_has_a_model_write_the_expression_and_a_tool_compute_it() -> None:
+    pool = load_pool("local.yaml")  # smol-precise, smol-creative, calculator
+    p = Problem(question="Tom has 3 bags of 4 apples. How many apples?", answer="12")
+    route = parse_method("tool-route", pool)
+    assert route.label == "tool-route:smol-precise:calculator"
+    wf = route.job_args(p)["options"]["workflow"]
+    assert wf["model_id"] == [0, 2] and wf["access_list"] == [[], "all"]
+    assert wf["subtasks"][0].startswith(EXPRESSION_HINT) and p.question in wf["subtasks"][0]
+    assert parse_method("tool-route:smol-creative", pool).job_args(p)["options"]["workflow"]["model_id"] == [1, 2]
+    for bad in ("tool-route:calculator", "tool-route:smol-precise:smol-creative", "tool-route:a:b:c"):
+        with pytest.raises(InputError):
+            parse_method(bad, pool)
+    with pytest.raises(InputError, match="no tool worker"):
+        parse_method("tool-route", scripted_pool("http://127.0.0.1:9/v1"))
+
+
 def test_majority_vote_uses_the_verifiers_extraction() -> None:
     def reward(extracted):
         return Reward(value=0.5, correct=False, verifier="number", details={"evidence": {"extracted": extracted}})
@@ -258,7 +276,7 @@ def test_verify_scores_reference_answers_100_percent_and_shuffled_ones_low(tmp_p
 # -- a real model run --------------------------------------------------------------------------
 @pytest.mark.slow
 def test_eval_with_the_local_smollm2_pool(tmp_path, monkeypatch):
-    """gsm8k, mmlu and humaneval x conductor, single, moa on SmolLM2-135M; numbers as they come."""
+    """gsm8k, mmlu and humaneval x conductor, single, moa, tool-route on SmolLM2-135M; numbers as they come."""
     if not (MODEL_HOME / "models" / "smollm2-135m-instruct" / "config.json").exists():
         pytest.skip("the local model is not pulled")
     for name in ("gsm8k_test.jsonl", "mmlu_test.jsonl.gz", "HumanEval.jsonl.gz"):
@@ -295,7 +313,7 @@ def test_eval_with_the_local_smollm2_pool(tmp_path, monkeypatch):
             "--limit",
             "2",
             "--methods",
-            "conductor,single:smol-precise,moa",
+            "conductor,single:smol-precise,moa,tool-route",
             "--out",
             str(out),
             "--pool",
@@ -307,7 +325,7 @@ def test_eval_with_the_local_smollm2_pool(tmp_path, monkeypatch):
     print(f"\nreal-model eval took {elapsed:.0f}s\n{result.stdout}")
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "results.json").read_text())["summary"]
-    assert {c["n"] for c in summary["cells"]} == {2} and len(summary["cells"]) == 9
+    assert {c["n"] for c in summary["cells"]} == {2} and len(summary["cells"]) == 12
     assert all(c["scored"] == 2 for c in summary["cells"])
     assert all(c["tokens_per_question"] > 0 for c in summary["cells"])
     for name in ("accuracy_vs_tokens.png", "accuracy_by_benchmark.png", "accuracy_vs_cost.png"):
