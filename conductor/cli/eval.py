@@ -25,7 +25,7 @@ MethodsOpt = Annotated[
         "--methods",
         "-m",
         help="Comma-separated: conductor, router, single:WORKER, moa[:AGG], self-reflect[:WORKER[:K]], "
-        "best-of-n[:WORKER[:N]], tool-route[:WORKER[:TOOL]].",
+        "best-of-n[:WORKER[:N]], tool-route[:WORKER[:TOOL[:N]]].",
     ),
 ]
 OutDirOpt = Annotated[

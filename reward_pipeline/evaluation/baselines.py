@@ -21,10 +21,12 @@ Method specs (``--methods`` takes a comma-separated list):
                               the job finishes from the verifier's extraction of each sample
                               (final number, choice letter, math expression; normalised code for
                               code). Ties go to the earliest sample.
-``tool-route[:WORKER[:TOOL]]`` WORKER writes the arithmetic expression for the question (not its
-                              value), then TOOL (default: the pool's first tool worker) computes it
-                              ("all"): the route a Conductor can learn on a pool with a calculator,
-                              fixed, so it can be told apart from the choosing of it.
+``tool-route[:WORKER[:TOOL[:N]]]`` WORKER writes the arithmetic expression for the question (not
+                              its value), then TOOL (default: the pool's first tool worker) computes
+                              it ("all"): the route a Conductor can learn on a pool with a calculator,
+                              fixed, so it can be told apart from the choosing of it. With N > 1, N
+                              samples of that route and their majority vote, as best-of-n (a writer
+                              at temperature 0 writes the same expression N times).
 """
 
 from __future__ import annotations
@@ -63,12 +65,12 @@ class Method:
     kind: str  #: one of METHOD_NAMES
     worker_index: int | None = None
     aggregator_index: int | None = None  #: moa's aggregator, tool-route's tool
-    n: int = 1  #: reflections (self-reflect) or samples (best-of-n)
+    n: int = 1  #: reflections (self-reflect) or samples (best-of-n, tool-route)
     pool_size: int = 0
 
     @property
     def vote(self) -> bool:
-        return self.kind == "best-of-n"
+        return self.kind == "best-of-n" or (self.kind == "tool-route" and self.n > 1)
 
     def job_args(self, problem: Problem) -> dict[str, Any]:
         """`JobSpec` fields (options and samples) for this problem."""
@@ -112,7 +114,7 @@ class Method:
                         [[], "all"],
                     )
                 },
-                "samples": 1,
+                "samples": self.n,
             }
         raise AssertionError(self.kind)
 
@@ -182,8 +184,12 @@ def parse_method(spec: str, pool: Pool) -> Method:
         n = count(args[1] if len(args) > 1 else None, DEFAULT_N, "n")
         return Method(f"best-of-n:{w}:{n}", "best-of-n", worker_index=i, n=n)
     if name == "tool-route":
-        at_most(2)
-        return _tool_route(spec, pool, args)
+        at_most(3)
+        route = _tool_route(spec, pool, args)
+        n = count(args[2] if len(args) > 2 else None, 1, "n")
+        return (
+            route if n == 1 else Method(f"{route.label}:{n}", route.kind, route.worker_index, route.aggregator_index, n)
+        )
     raise InputError(f"unknown method {spec!r}; known: {', '.join(METHOD_NAMES)}")
 
 

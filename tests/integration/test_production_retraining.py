@@ -8,7 +8,8 @@ and the next chat request's rounds record the new policy version. The user's lat
 exploration on is measured against an opted-out tenant's in the same deployment.
 
 The scripted Conductor plans one step; the worker answers "The answer is N" with N cycling
-1, 2, 3 per call, and the judge prefers answers that say 1, so every group has reward variance.
+1, 2, 3 per call, and the judge prefers answers that say 1 (and, where a group's answers all score
+alike, the first it was shown), so every group has reward variance.
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ def script() -> Callable[[str, list[dict], dict], Reply]:
 
     def reply(model: str, messages: list[dict], body: dict) -> Reply:
         if model.endswith("scripted-judge"):
-            return judge_reply(messages, lambda a: 1.0 if a.rstrip().endswith("1") else 0.3)
+            # Concurrent groups interleave their calls, so a group may hold no "1" (or only "1"s):
+            # the spread keeps every group trainable however the calls fell.
+            return judge_reply(messages, lambda a: 1.0 if a.rstrip().endswith("1") else 0.3, spread=True)
         if model.endswith("scripted-conductor") or model.startswith("conductor-"):  # base or a promoted LoRA
             return conductor_reply(messages)
         with lock:

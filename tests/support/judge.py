@@ -19,9 +19,15 @@ def shown_answers(messages: list[dict]) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in _ANSWER_RE.finditer(user)}
 
 
-def judge_reply(messages: list[dict], score_of: Callable[[str], float]) -> Reply:
-    """Scores every shown answer with `score_of(answer)` and answers in the JSON form asked for."""
+def judge_reply(messages: list[dict], score_of: Callable[[str], float], *, spread: bool = False) -> Reply:
+    """Scores every shown answer with `score_of(answer)` and answers in the JSON form asked for.
+
+    `spread`: where every answer scored the same, the first shown scores 1.0 and the rest 0.0, so
+    that the group has reward variance whatever its answers were."""
     scores = {letter: score_of(answer) for letter, answer in shown_answers(messages).items()}
+    if spread and len(scores) > 1 and len(set(scores.values())) == 1:
+        first = min(scores)
+        scores = {letter: 1.0 if letter == first else 0.0 for letter in scores}
     lines = [f"{letter}: looks {'good' if s >= 0.5 else 'weak'}." for letter, s in scores.items()]
     return Reply("\n".join(lines) + "\n" + json.dumps(scores))
 

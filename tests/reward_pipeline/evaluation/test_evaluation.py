@@ -166,7 +166,10 @@ def test_the_tool_route_has_a_model_write_the_expression_and_a_tool_compute_it()
     assert wf["model_id"] == [0, 2] and wf["access_list"] == [[], "all"]
     assert wf["subtasks"][0].startswith(EXPRESSION_HINT) and p.question in wf["subtasks"][0]
     assert parse_method("tool-route:smol-creative", pool).job_args(p)["options"]["workflow"]["model_id"] == [1, 2]
-    for bad in ("tool-route:calculator", "tool-route:smol-precise:smol-creative", "tool-route:a:b:c"):
+    assert not route.vote and route.job_args(p)["samples"] == 1
+    voted = parse_method("tool-route:smol-creative:calculator:5", pool)
+    assert voted.label == "tool-route:smol-creative:calculator:5" and voted.vote and voted.job_args(p)["samples"] == 5
+    for bad in ("tool-route:calculator", "tool-route:smol-precise:smol-creative", "tool-route:a:b:c", "tool-route:::0"):
         with pytest.raises(InputError):
             parse_method(bad, pool)
     with pytest.raises(InputError, match="no tool worker"):
