@@ -7,7 +7,7 @@ from contextlib import ExitStack
 import pytest
 import redis
 
-from tests.support.databases import REDIS_URL, TEST_REDIS_DBS, fresh_redis_db
+from tests.support.databases import REDIS_URL, TEST_REDIS_DBS, fresh_redis_db, redis_db_lease
 
 
 @pytest.mark.services
@@ -22,7 +22,7 @@ def test_redis_databases_held_at_once_are_all_different():
 def test_a_database_is_leased_while_held_and_given_back_after():
     admin = redis.Redis.from_url(f"{REDIS_URL}/0")
     with fresh_redis_db() as url:
-        lease = f"conductor-test:redis-db:{url.rsplit('/', 1)[1]}"
+        lease = redis_db_lease(int(url.rsplit("/", 1)[1]))
         assert admin.get(lease) is not None
     assert admin.get(lease) is None
     admin.close()

@@ -28,6 +28,7 @@ __all__ = [
     "build_replan_messages",
     "build_step_messages",
     "expand_question",
+    "expression_route_subtasks",
     "few_shot_examples",
 ]
 
@@ -48,6 +49,12 @@ QUESTION_REF = "{question}"
 EXPRESSION_HINT = (
     "Write the arithmetic expression that computes the answer, using only numbers and + - * / ( ). Do not compute it."
 )
+
+
+def expression_route_subtasks(question: str) -> list[str]:
+    """The two subtasks of the expression route: a model writes the expression, the next step (a tool
+    such as the calculator, or a model) computes it from what it sees."""
+    return [f"{EXPRESSION_HINT} Question: {question}", "Compute the expression above."]
 
 
 @dataclass(frozen=True)

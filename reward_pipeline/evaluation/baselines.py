@@ -38,7 +38,7 @@ from typing import Any
 from conductor.config.pool import Pool
 from conductor.domain.errors import InputError
 from conductor.domain.problem import Problem
-from conductor.domain.prompts import EXPRESSION_HINT
+from conductor.domain.prompts import expression_route_subtasks
 
 __all__ = ["METHOD_NAMES", "Method", "parse_method", "parse_methods"]
 
@@ -110,7 +110,7 @@ class Method:
                 "options": {
                     "workflow": _lists(
                         [self.worker_index, self.aggregator_index],
-                        [f"{EXPRESSION_HINT} Question: {q}", "Compute the expression above."],
+                        expression_route_subtasks(q),
                         [[], "all"],
                     )
                 },
@@ -185,16 +185,13 @@ def parse_method(spec: str, pool: Pool) -> Method:
         return Method(f"best-of-n:{w}:{n}", "best-of-n", worker_index=i, n=n)
     if name == "tool-route":
         at_most(3)
-        route = _tool_route(spec, pool, args)
-        n = count(args[2] if len(args) > 2 else None, 1, "n")
-        return (
-            route if n == 1 else Method(f"{route.label}:{n}", route.kind, route.worker_index, route.aggregator_index, n)
-        )
+        return _tool_route(spec, pool, args, n=count(args[2] if len(args) > 2 else None, 1, "n"))
     raise InputError(f"unknown method {spec!r}; known: {', '.join(METHOD_NAMES)}")
 
 
-def _tool_route(spec: str, pool: Pool, args: list[str]) -> Method:
-    """`tool-route[:WORKER[:TOOL]]`: a model worker (default: the first) and a tool worker (default: the first)."""
+def _tool_route(spec: str, pool: Pool, args: list[str], *, n: int) -> Method:
+    """`tool-route[:WORKER[:TOOL[:N]]]`: a model worker (default: the first) and a tool worker (default:
+    the first); N samples voted when N > 1."""
     names = [w.name for w in pool.workers]
     tools = [w.name for w in pool.workers if w.is_tool]
     if not tools:
@@ -208,8 +205,9 @@ def _tool_route(spec: str, pool: Pool, args: list[str]) -> Method:
     if tool not in tools:
         raise InputError(f"method {spec!r}: {tool!r} is not a tool worker; the pool's tools: {', '.join(tools)}")
     return Method(
-        f"tool-route:{writer}:{tool}",
+        f"tool-route:{writer}:{tool}" + (f":{n}" if n > 1 else ""),
         "tool-route",
         worker_index=names.index(writer),
         aggregator_index=names.index(tool),
+        n=n,
     )

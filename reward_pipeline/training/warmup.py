@@ -19,7 +19,7 @@ from typing import Any
 from conductor.domain.errors import TrainingError
 from conductor.domain.parser import parse_workflow
 from conductor.domain.problem import Problem
-from conductor.domain.prompts import EXPRESSION_HINT, QUESTION_REF, WorkerCard, build_plan_messages
+from conductor.domain.prompts import QUESTION_REF, WorkerCard, build_plan_messages, expression_route_subtasks
 from conductor.domain.workflow import Workflow
 from reward_pipeline.training.policy import LoraSpec
 
@@ -63,7 +63,7 @@ def synthetic_plan(workers: Sequence[WorkerCard], rng: random.Random) -> tuple[s
     else:  # a model writes the expression, a second step computes it (the question is written once)
         wf = Workflow.from_lists(
             [rng.choice(models), pick()],
-            [f"{EXPRESSION_HINT} Question: {q}", "Compute the expression above."],
+            expression_route_subtasks(q),
             [[], "all"],
         )
     # No thought before the block: a 135M model gains nothing from it and it costs tokens to learn.

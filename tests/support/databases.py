@@ -4,6 +4,8 @@ Redis database number flushed before and after."""
 from __future__ import annotations
 
 import os
+import random
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,8 +42,6 @@ def fresh_redis_db() -> Iterator[str]:
 
     Held under a lease key in database 0 while in use, so that test processes running side by side
     (pytest-xdist) never share, and so never flush, each other's queues."""
-    import time
-
     import redis
 
     admin = redis.Redis.from_url(f"{REDIS_URL}/0")
@@ -61,19 +61,18 @@ def fresh_redis_db() -> Iterator[str]:
     finally:
         client.flushdb()
         client.close()
-        if admin.get(_lease(db)) == token.encode():
-            admin.delete(_lease(db))
+        if admin.get(redis_db_lease(db)) == token.encode():
+            admin.delete(redis_db_lease(db))
         admin.close()
 
 
 def _take(admin: Any, token: str) -> int | None:
-    import random
-
     for n in random.sample(TEST_REDIS_DBS, len(TEST_REDIS_DBS)):
-        if admin.set(_lease(n), token, nx=True, ex=3600):
+        if admin.set(redis_db_lease(n), token, nx=True, ex=3600):
             return n
     return None
 
 
-def _lease(db: int) -> str:
+def redis_db_lease(db: int) -> str:
+    """The key in Redis db 0 that holds database `db` for the test using it."""
     return f"conductor-test:redis-db:{db}"
