@@ -33,6 +33,13 @@ def _registry():  # type: ignore[no-untyped-def]
 def warmup(
     gsm8k: int = typer.Option(200, help="GSM8K train questions to write plans for."),
     arith: int = typer.Option(200, help="Generated arithmetic questions."),
+    expressions: int = typer.Option(
+        0, help="GSM8K train questions of one or two operations whose expression the calculator verifies."
+    ),
+    code: int = typer.Option(0, help="MBPP code questions from outside its test split (plans must go to models)."),
+    verified_share: float = typer.Option(
+        0.0, help="Share of examples with a verified expression that are the one-step calculator plan."
+    ),
     examples: int = typer.Option(160, help="Supervised examples (plans) to train on."),
     epochs: float = typer.Option(2.0),
     lr: float = typer.Option(1e-3, help="LoRA learning rate."),
@@ -50,8 +57,12 @@ def warmup(
         runtime, registry = _registry()
         settings = runtime.settings
         pull_default_model(settings.model_cache)
-        problems = training_problems(_data_dir(data_dir), gsm8k=gsm8k, arith=arith, seed=seed)
-        config = WarmupConfig(examples=examples, epochs=epochs, learning_rate=lr, seed=seed)
+        problems = training_problems(
+            _data_dir(data_dir), gsm8k=gsm8k, arith=arith, seed=seed, expressions=expressions, code=code
+        )
+        config = WarmupConfig(
+            examples=examples, epochs=epochs, learning_rate=lr, seed=seed, verified_share=verified_share
+        )
         view = warmup_stage(
             registry=registry,
             pool=runtime.pool,
@@ -60,7 +71,13 @@ def warmup(
             home=settings.home,
             config=config,
             max_steps=runtime.pool.step_cap(settings.max_steps),
-            provenance={"command": "conductor train warmup", "gsm8k": gsm8k, "arith": arith},
+            provenance={
+                "command": "conductor train warmup",
+                "gsm8k": gsm8k,
+                "arith": arith,
+                "expressions": expressions,
+                "code": code,
+            },
         )
         if promote:
             view = registry.promote(view.id)
@@ -80,6 +97,8 @@ def online(
     dev_limit: int | None = typer.Option(None, help="Smoke runs only: gate on the first N dev problems."),
     gsm8k: int = typer.Option(150, help="GSM8K train questions in the training pool."),
     arith: int = typer.Option(150, help="Generated arithmetic questions in the training pool."),
+    expressions: int = typer.Option(0, help="GSM8K train questions of one or two operations in the training pool."),
+    code: int = typer.Option(0, help="MBPP code questions from outside its test split in the training pool."),
     data_dir: Path | None = typer.Option(None, help="Benchmark data (default: ../shared/data)."),
     report_dir: Path = typer.Option(Path("results/train-local"), help="events.jsonl, cycles.json, summary.json."),
 ) -> None:
@@ -100,6 +119,8 @@ def online(
             ),
             train_gsm8k=gsm8k,
             train_arith=arith,
+            train_expressions=expressions,
+            train_code=code,
             learning_rate=lr,
             loss_type=loss_type,
             use_vllm=vllm,

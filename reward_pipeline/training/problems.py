@@ -14,6 +14,7 @@ from pathlib import Path
 
 from conductor.domain.inputs import read_problems
 from conductor.domain.problem import Problem
+from reward_pipeline.training.expressions import expression_problems
 
 #: Dev problems are taken from the *test* splits with these sizes; training uses train splits and
 #: generated arithmetic with another seed, so the two never overlap.
@@ -28,7 +29,8 @@ def arithmetic(n: int, *, seed: int, prefix: str = "arith") -> list[Problem]:
     Two forms in six state the expression ("What is 7 * 34?"); the rest are word problems, where
     a calculator alone finds nothing to compute and a 135M model alone computes badly, but the
     model writing the expression and the calculator evaluating it often succeed: the plans worth
-    learning on the local pool.
+    learning on the local pool. Each carries its expression in ``metadata`` (for the warm-up's
+    verified calculator plans).
     """
     rng = random.Random(seed)
     out = []
@@ -36,18 +38,28 @@ def arithmetic(n: int, *, seed: int, prefix: str = "arith") -> list[Problem]:
         a, b, c = rng.randint(2, 60), rng.randint(2, 40), rng.randint(2, 9)
         form = rng.randrange(6)
         if form == 0:
-            q, ans = f"What is {a} + {b}?", a + b
+            q, ans, e = f"What is {a} + {b}?", a + b, f"{a} + {b}"
         elif form == 1:
-            q, ans = f"What is {c} * {b}?", c * b
+            q, ans, e = f"What is {c} * {b}?", c * b, f"{c} * {b}"
         elif form == 2:
-            q, ans = f"Tom has {a} apples and buys {b} more. How many apples does he have now?", a + b
+            q, ans, e = f"Tom has {a} apples and buys {b} more. How many apples does he have now?", a + b, f"{a} + {b}"
         elif form == 3:
-            q, ans = f"Sara had {a + b} stickers and gave {b} to a friend. How many stickers does she have left?", a
+            q, ans, e = (
+                f"Sara had {a + b} stickers and gave {b} to a friend. How many stickers does she have left?",
+                a,
+                f"{a + b} - {b}",
+            )
         elif form == 4:
-            q, ans = f"A box holds {c} rows of {b} eggs. How many eggs are in the box?", c * b
+            q, ans, e = f"A box holds {c} rows of {b} eggs. How many eggs are in the box?", c * b, f"{c} * {b}"
         else:
-            q, ans = f"There are {c} bags with {b} marbles in each bag. How many marbles are there in all?", c * b
-        out.append(Problem(id=f"{prefix}-{seed}-{i}", question=q, answer=str(ans), kind="math"))
+            q, ans, e = (
+                f"There are {c} bags with {b} marbles in each bag. How many marbles are there in all?",
+                c * b,
+                f"{c} * {b}",
+            )
+        out.append(
+            Problem(id=f"{prefix}-{seed}-{i}", question=q, answer=str(ans), kind="math", metadata={"expression": e})
+        )
     return out
 
 
@@ -64,9 +76,40 @@ def _take(path: Path, n: int, *, skip: int = 0) -> list[Problem]:
     return out
 
 
-def training_problems(data_dir: Path, *, gsm8k: int, arith: int, seed: int) -> list[Problem]:
-    """GSM8K *train* problems plus generated arithmetic, shuffled with `seed`."""
+#: MBPP's task ids outside its test split (the prompt, train and validation splits): code questions for
+#: training, where no expression computes the answer and the plans must go to models.
+MBPP_TRAIN_IDS = (*range(1, 11), *range(511, 975))
+
+
+def code_problems(data_dir: Path, n: int) -> list[Problem]:
+    """The first ``n`` MBPP problems outside its test split."""
+    keep = {str(i) for i in MBPP_TRAIN_IDS}
+    out = [p for _, p in read_problems(data_dir / "mbpp_sanitized.json") if isinstance(p, Problem) and p.id in keep]
+    return out[:n]
+
+
+def training_problems(
+    data_dir: Path, *, gsm8k: int, arith: int, seed: int, expressions: int = 0, code: int = 0
+) -> list[Problem]:
+    """GSM8K *train* problems plus generated arithmetic, shuffled with `seed`; with ``expressions``, also
+    that many GSM8K *train* problems of one or two operations with their verified expression, half of
+    them of one operation where the file has enough; with ``code``, that many MBPP code questions from
+    outside its test split."""
     problems = _take(data_dir / "gsm8k_train.jsonl", gsm8k) + arithmetic(arith, seed=seed)
+    if expressions:
+        # As many one-operation problems as two-operation ones, as far as the file has them: GSM8K's short
+        # problems are four-fifths two-operation, and a warm-up on them wrote brackets and a second
+        # operation into one-operation questions.
+        taken = {p.id for p in problems}
+        path = data_dir / "gsm8k_train.jsonl"
+        ones = [
+            p for p in expression_problems(path, expressions // 2 + len(taken), operators=(1,)) if p.id not in taken
+        ]
+        ones = ones[: expressions // 2]
+        twos = [p for p in expression_problems(path, expressions + len(taken), operators=(2,)) if p.id not in taken]
+        problems += ones + twos[: expressions - len(ones)]
+    if code:
+        problems += code_problems(data_dir, code)
     random.Random(seed).shuffle(problems)
     return problems
 

@@ -6,6 +6,15 @@ carries no signal. This stage writes synthetic plans for training questions over
 production parser accepts, and fine-tunes a LoRA adapter on them with TRL's `SFTTrainer`
 (completion-only loss on the chat-templated prompt the Conductor will really see). Worker
 choices are drawn uniformly so GRPO, not this stage, decides which worker to prefer.
+
+One plan is verified, not just well-formed: where a training problem carries the arithmetic
+expression of its answer (``metadata["expression"]``, from GSM8K's annotated solutions, see
+:mod:`reward_pipeline.training.expressions`) and the pool has a calculator, a share of its examples
+(``WarmupConfig.verified_share``) is the one-step plan that hands the calculator that expression,
+kept only if the calculator then returns the reference. The Conductor thereby learns to translate a
+word problem into the calculator's input, which no worker of the local pool does reliably: rejection
+sampling over plans with the reference as the filter (as in expert iteration), done before GRPO
+because a 135M policy samples that plan too rarely for GRPO to find it.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conductor.domain.calculator import calculate
 from conductor.domain.errors import TrainingError
 from conductor.domain.parser import parse_workflow
 from conductor.domain.problem import Problem
@@ -34,6 +44,8 @@ class WarmupConfig:
     batch_size: int = 8
     max_length: int = 512
     seed: int = 0
+    #: Of the examples whose problem has a verified expression, the share that is the calculator plan.
+    verified_share: float = 0.0
     lora: LoraSpec = field(default_factory=LoraSpec)
 
 
@@ -42,9 +54,11 @@ def synthetic_plan(workers: Sequence[WorkerCard], rng: random.Random) -> tuple[s
     plan fits any question (the prompt it is paired with carries the question itself)."""
     # The question is referenced, never copied: copies were what broke and bloated plans (prompts.QUESTION_REF).
     q = QUESTION_REF
-    pick = lambda: rng.randrange(len(workers))  # noqa: E731
-    # Only a model can write an expression: a type constraint, not a preference between models.
+    # Only a model can read the question or write an expression: a type constraint, not a preference
+    # between models (a calculator handed the question answers nothing, so such a plan teaches nothing).
     models = [i for i, w in enumerate(workers) if not w.is_tool] or list(range(len(workers)))
+    pick = lambda: rng.choice(models)  # noqa: E731
+    pick_any = lambda: rng.randrange(len(workers))  # noqa: E731
     shape = rng.choice((1, 2, 3, 4, 4)) if len(models) < len(workers) else rng.choice((1, 1, 2, 3))
     if shape == 1:
         wf = Workflow.from_lists([pick()], [f"{q} {_ANSWER_HINT}"], [[]])
@@ -62,7 +76,7 @@ def synthetic_plan(workers: Sequence[WorkerCard], rng: random.Random) -> tuple[s
         )
     else:  # a model writes the expression, a second step computes it (the question is written once)
         wf = Workflow.from_lists(
-            [rng.choice(models), pick()],
+            [pick(), pick_any()],
             expression_route_subtasks(q),
             [[], "all"],
         )
@@ -70,15 +84,40 @@ def synthetic_plan(workers: Sequence[WorkerCard], rng: random.Random) -> tuple[s
     return wf.to_python(), wf
 
 
+def calculator_plan(problem: Problem, workers: Sequence[WorkerCard]) -> tuple[str, Workflow] | None:
+    """The one-step plan that gives the pool's calculator the problem's expression, if the calculator
+    then answers the reference; None when there is no calculator, no expression or no match."""
+    expression = problem.metadata.get("expression")
+    # The calculator is the only tool there is (conductor.domain.tools); the check below runs it anyway.
+    tool = next((i for i, w in enumerate(workers) if w.is_tool), None)
+    if tool is None or not isinstance(expression, str) or problem.answer is None:
+        return None
+    value = calculate([expression]).value
+    try:
+        if value is None or abs(value - float(problem.answer.replace(",", ""))) > 1e-6:
+            return None
+    except ValueError:
+        return None
+    wf = Workflow.from_lists([tool], [expression], [[]])
+    return wf.to_python(), wf
+
+
 def build_examples(
-    problems: Sequence[Problem], workers: Sequence[WorkerCard], *, n: int, max_steps: int, seed: int
+    problems: Sequence[Problem],
+    workers: Sequence[WorkerCard],
+    *,
+    n: int,
+    max_steps: int,
+    seed: int,
+    verified_share: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Prompt/completion pairs in TRL's conversational format, each checked by the production parser."""
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []
     for i in range(n):
         problem = problems[i % len(problems)]
-        text, expected = synthetic_plan(workers, rng)
+        verified = calculator_plan(problem, workers) if rng.random() < verified_share else None
+        text, expected = verified or synthetic_plan(workers, rng)
         if parse_workflow(text, pool_size=len(workers), max_steps=max_steps) != expected:
             raise TrainingError(f"a synthetic plan does not round-trip through the parser: {text[:200]}")
         prompt = build_plan_messages(problem.question, workers, max_steps=max_steps, style="compact")

@@ -45,6 +45,10 @@ class LocalRunConfig:
     online: OnlineConfig
     train_gsm8k: int = 150
     train_arith: int = 150
+    #: GSM8K train problems of one or two operations (with their verified expression) in the training pool.
+    train_expressions: int = 0
+    #: MBPP code questions from outside its test split in the training pool.
+    train_code: int = 0
     learning_rate: float = 2e-5
     loss_type: str = "dapo"
     use_vllm: bool = True
@@ -123,7 +127,14 @@ def run_local(
             registry = Registry(sysm.service.sessions)
             rollouts = Rollouts(sysm.service)
             gateway = sysm.gateway
-            train = training_problems(data_dir, gsm8k=cfg.train_gsm8k, arith=cfg.train_arith, seed=cfg.online.seed)
+            train = training_problems(
+                data_dir,
+                gsm8k=cfg.train_gsm8k,
+                arith=cfg.train_arith,
+                seed=cfg.online.seed,
+                expressions=cfg.train_expressions,
+                code=cfg.train_code,
+            )
             dev = dev_problems(data_dir)[: cfg.dev_limit]
             base_model = model_dir(settings.model_cache)
             ctx_log = _tee(log, report_dir / "events.jsonl")

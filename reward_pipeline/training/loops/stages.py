@@ -38,7 +38,14 @@ def warmup_stage(
     provenance: dict[str, Any] | None = None,
 ) -> CheckpointView:
     """Synthetic validated plans -> SFT LoRA -> a candidate checkpoint (stage `warmup`)."""
-    examples = build_examples(problems, pool.cards(), n=config.examples, max_steps=max_steps, seed=config.seed)
+    examples = build_examples(
+        problems,
+        pool.cards(),
+        n=config.examples,
+        max_steps=max_steps,
+        seed=config.seed,
+        verified_share=config.verified_share,
+    )
     ckpt_id = registry.new_id("warmup")
     out = checkpoint_dir(home, ckpt_id)
     metrics = run_warmup(examples, base_model=base_model, out_dir=out, config=config)
