@@ -25,14 +25,15 @@ $(VENV)/.installed: pyproject.toml
 model: setup
 	$(BIN)/conductor models pull
 
-# The first 5 held-out arithmetic word problems (templates the training generator never wrote), run by the
+# The first 10 held-out arithmetic word problems (templates the training generator never wrote), run by the
 # trained Conductor with its workflows and a right/wrong mark each; then the pool's two models alone on the
-# same 5, for comparison. Problems are the first N of the file, not picked after the fact.
+# same 10, for comparison. Problems are the first N of the file, not picked after the fact.
 HELDOUT := reward_pipeline/evaluation/data/arith_words_heldout.jsonl
+DEMO_N  ?= 10
 demo: model
-	$(BIN)/conductor run $(HELDOUT) --limit 5 --show-workflows --out results/demo.jsonl
-	@echo "--- the same 5 problems, each pool model alone:"
-	$(BIN)/conductor eval -b $(HELDOUT) -n 5 -m single:smol-precise,single:smol-creative -o results/demo-single --no-progress
+	$(BIN)/conductor run $(HELDOUT) --limit $(DEMO_N) --show-workflows --out results/demo.jsonl
+	@echo "--- the same $(DEMO_N) problems, each pool model alone:"
+	$(BIN)/conductor eval -b $(HELDOUT) -n $(DEMO_N) -m single:smol-precise,single:smol-creative -o results/demo-single --no-progress
 	@echo "results in results/demo.jsonl and results/demo-single/"
 
 services:

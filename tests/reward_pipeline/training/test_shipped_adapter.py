@@ -31,6 +31,7 @@ def test_the_default_pool_serves_the_shipped_adapter_and_its_plans_parse_as_clai
     # (A fixed margin of 0.25 failed one of three runs here once the claim was 20/24 at temperature 0.3.)
     same, interval = not_worse((result.parsed, result.n), (claimed["parsed"], claimed["plans"]), GateConfig().z)
     assert same, (result.as_dict(), interval)
-    # It was trained on a pool where a second step pays (a model writes the expression, the calculator
-    # computes it), and it plans in steps: multi-step workflows are what `make demo` shows.
-    assert sum(n for steps, n in result.steps.items() if steps >= 2) >= 1, result.as_dict()
+    # It was warmed up on plans that hand the calculator an expression the Conductor writes itself, verified
+    # against the reference: on word problems that is the plan it writes (`make demo` shows it winning).
+    calculator = [w.name for w in pool.workers].index("calculator")
+    assert result.workers[calculator] >= 4, result.as_dict()

@@ -51,13 +51,6 @@ def test_an_expression_is_never_asked_of_the_calculator():
     assert all(s.worker != calculator for s in expression_steps)
 
 
-def test_the_question_is_never_handed_to_the_calculator_which_cannot_read_it():
-    calculator = [w.name for w in POOL.workers].index("calculator")
-    steps = [s for p in _plans() for s in p.steps if QUESTION_REF in s.subtask]
-
-    assert steps and all(s.worker != calculator for s in steps)
-
-
 def test_which_worker_computes_is_left_to_grpo():
     computed_by = Counter(p.steps[1].worker for p in _plans() if "arithmetic expression" in p.steps[0].subtask)
     assert set(computed_by) == {0, 1, 2}
