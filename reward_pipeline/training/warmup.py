@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conductor.domain.calculator import calculate
 from conductor.domain.errors import TrainingError
 from conductor.domain.parser import parse_workflow
 from conductor.domain.problem import Problem
 from conductor.domain.prompts import QUESTION_REF, WorkerCard, build_plan_messages, expression_route_subtasks
 from conductor.domain.workflow import Workflow
+from reward_pipeline.training.expressions import verified
 from reward_pipeline.training.policy import LoraSpec
 
 _ANSWER_HINT = "Give the final answer."
@@ -93,11 +93,7 @@ def calculator_plan(problem: Problem, workers: Sequence[WorkerCard]) -> tuple[st
     tool = next((i for i, w in enumerate(workers) if w.is_tool), None)
     if tool is None or not isinstance(expression, str) or problem.answer is None:
         return None
-    value = calculate([expression]).value
-    try:
-        if value is None or abs(value - float(problem.answer.replace(",", ""))) > 1e-6:
-            return None
-    except ValueError:
+    if not verified(expression, problem.answer):
         return None
     wf = Workflow.from_lists([tool], [expression], [[]])
     return wf.to_python(), wf
