@@ -36,7 +36,9 @@ def warmup(
     expressions: int = typer.Option(
         0, help="GSM8K train questions of one or two operations whose expression the calculator verifies."
     ),
-    code: int = typer.Option(0, help="MBPP code questions from outside its test split (plans must go to models)."),
+    code: int = typer.Option(
+        0, help="MBPP code questions from outside its test split (questions no expression answers)."
+    ),
     verified_share: float = typer.Option(
         0.0, help="Share of examples with a verified expression that are the one-step calculator plan."
     ),

@@ -14,11 +14,15 @@ from __future__ import annotations
 import ast
 import json
 import re
+from fractions import Fraction
 from pathlib import Path
 
 from conductor.domain.calculator import calculate
+from conductor.domain.errors import VerifierError
 from conductor.domain.inputs import read_problems
 from conductor.domain.problem import Problem
+from reward_pipeline.verifiers.base import parse_number
+from reward_pipeline.verifiers.number import NumberVerifier
 
 __all__ = ["compose_expression", "expression_problems", "grounded", "operator_count", "verified"]
 
@@ -53,12 +57,16 @@ def compose_expression(solution: str) -> str | None:
     steps = [(lhs.strip(), rhs.strip()) for lhs, rhs in _STEP.findall(solution)]
     if not steps:
         return None
-    built: dict[str, str] = {}
+    built: dict[Fraction | None, str] = {}  # a step's result -> the expression that computes it
     expression = ""
+
+    def earlier(number: re.Match[str]) -> str:
+        step = built.get(parse_number(number.group(0)))
+        return f"({step})" if step else number.group(0)
+
     for lhs, rhs in steps:
-        written = lhs.replace("x", "*").replace("×", "*").replace(",", "")
-        expression = _NUMBER.sub(lambda m: f"({built[m.group(0)]})" if m.group(0) in built else m.group(0), written)
-        built[_canonical(rhs)] = expression
+        expression = _NUMBER.sub(earlier, lhs.replace("x", "*").replace("×", "*").replace(",", ""))
+        built[parse_number(rhs)] = expression
     try:
         return ast.unparse(ast.parse(expression, mode="eval"))
     except SyntaxError:
@@ -66,24 +74,25 @@ def compose_expression(solution: str) -> str | None:
 
 
 def verified(expression: str, answer: str) -> bool:
-    """Whether the calculator, given ``expression`` as its subtask, answers ``answer``."""
+    """Whether the calculator, given ``expression`` as its subtask, answers what the reward's number
+    verifier marks right against ``answer`` (the same check a rollout of the plan would get)."""
     result = calculate([expression])
     if result.value is None:
-        return False
+        return False  # "undefined (division by zero)" quotes numbers that are not an answer
     try:
-        return abs(result.value - float(answer.replace(",", ""))) < 1e-6
-    except ValueError:
+        return NumberVerifier().verify(result.text, Problem(question=expression, answer=answer)).correct
+    except VerifierError:  # a reference without a number: nothing to verify against
         return False
 
 
-def expression_problems(path: Path, n: int, *, operators: tuple[int, ...] = (1, 2)) -> list[Problem]:
-    """The first ``n`` GSM8K problems of ``path`` whose composed expression has a number of operations
-    in ``operators``, is :func:`grounded` in the question and makes the calculator answer the reference;
-    the expression is in ``metadata``."""
+def expression_problems(path: Path, n: int | None = None, *, operators: tuple[int, ...] = (1, 2)) -> list[Problem]:
+    """The first ``n`` (default: all) GSM8K problems of ``path`` whose composed expression has a number of
+    operations in ``operators``, is :func:`grounded` in the question and makes the calculator answer the
+    reference; the expression is in ``metadata``."""
     out: list[Problem] = []
     solutions = _solutions(path)
     for number, item in read_problems(path, format="gsm8k"):
-        if len(out) >= n:
+        if n is not None and len(out) >= n:
             break
         solution = solutions.get(number)
         if not isinstance(item, Problem) or item.answer is None or solution is None:
@@ -112,12 +121,3 @@ def _solutions(path: Path) -> dict[int, str]:
             if isinstance(record, dict) and isinstance(record.get("answer"), str):
                 out[number] = record["answer"]
     return out
-
-
-def _canonical(number: str) -> str:
-    text = number.replace(",", "").replace("$", "").strip()
-    try:
-        value = float(text)
-    except ValueError:
-        return text
-    return str(int(value)) if value.is_integer() else text

@@ -12,9 +12,9 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
-from conductor.domain.inputs import read_problems
+from conductor.domain.inputs import MBPP_TEST_IDS, read_problems
 from conductor.domain.problem import Problem
-from reward_pipeline.training.expressions import expression_problems
+from reward_pipeline.training.expressions import expression_problems, operator_count
 
 #: Dev problems are taken from the *test* splits with these sizes; training uses train splits and
 #: generated arithmetic with another seed, so the two never overlap.
@@ -76,15 +76,14 @@ def _take(path: Path, n: int, *, skip: int = 0) -> list[Problem]:
     return out
 
 
-#: MBPP's task ids outside its test split (the prompt, train and validation splits): code questions for
-#: training, where no expression computes the answer and the plans must go to models.
-MBPP_TRAIN_IDS = (*range(1, 11), *range(511, 975))
-
-
 def code_problems(data_dir: Path, n: int) -> list[Problem]:
-    """The first ``n`` MBPP problems outside its test split."""
-    keep = {str(i) for i in MBPP_TRAIN_IDS}
-    out = [p for _, p in read_problems(data_dir / "mbpp_sanitized.json") if isinstance(p, Problem) and p.id in keep]
+    """The first ``n`` MBPP problems outside its test split (its prompt, train and validation splits): code
+    questions for training, where no expression computes the answer."""
+    out = [
+        p
+        for _, p in read_problems(data_dir / "mbpp_sanitized.json")
+        if isinstance(p, Problem) and int(p.id or 0) not in MBPP_TEST_IDS
+    ]
     return out[:n]
 
 
@@ -101,12 +100,9 @@ def training_problems(
         # problems are four-fifths two-operation, and a warm-up on them wrote brackets and a second
         # operation into one-operation questions.
         taken = {p.id for p in problems}
-        path = data_dir / "gsm8k_train.jsonl"
-        ones = [
-            p for p in expression_problems(path, expressions // 2 + len(taken), operators=(1,)) if p.id not in taken
-        ]
-        ones = ones[: expressions // 2]
-        twos = [p for p in expression_problems(path, expressions + len(taken), operators=(2,)) if p.id not in taken]
+        short = [p for p in expression_problems(data_dir / "gsm8k_train.jsonl") if p.id not in taken]
+        ones = [p for p in short if operator_count(p.metadata["expression"]) == 1][: expressions // 2]
+        twos = [p for p in short if operator_count(p.metadata["expression"]) == 2]
         problems += ones + twos[: expressions - len(ones)]
     if code:
         problems += code_problems(data_dir, code)

@@ -113,8 +113,8 @@ def build_examples(
     out: list[dict[str, Any]] = []
     for i in range(n):
         problem = problems[i % len(problems)]
-        verified = calculator_plan(problem, workers) if rng.random() < verified_share else None
-        text, expected = verified or synthetic_plan(workers, rng)
+        checked = calculator_plan(problem, workers) if rng.random() < verified_share else None
+        text, expected = checked or synthetic_plan(workers, rng)
         if parse_workflow(text, pool_size=len(workers), max_steps=max_steps) != expected:
             raise TrainingError(f"a synthetic plan does not round-trip through the parser: {text[:200]}")
         prompt = build_plan_messages(problem.question, workers, max_steps=max_steps, style="compact")

@@ -39,11 +39,12 @@ from conductor.domain.inputs.converters import CONVERTERS, Record
 from conductor.domain.inputs.source import Source
 from conductor.domain.problem import Problem
 
-__all__ = ["FORMATS", "detect_format", "read_problems"]
+__all__ = ["FORMATS", "MBPP_TEST_IDS", "detect_format", "read_problems"]
 
 FORMATS = ("jsonl", "gsm8k", "math500", "aime24", "mmlu", "humaneval", "mbpp")
 
-_MBPP_TEST_IDS = range(11, 511)
+#: MBPP's test split, by task id (the rest are its prompt, train and validation splits).
+MBPP_TEST_IDS = range(11, 511)
 # How many leading lines detection may skip (blank or broken) looking for a first record.
 _DETECT_LINES = 100
 
@@ -94,7 +95,7 @@ def _problems(source: Source, convert: Callable[[Record, int, str], Problem], te
         if not isinstance(record, dict):
             yield number, InputError(f"{unit} {number}: expected a JSON object, got {type(record).__name__}")
             continue
-        if test_split and record.get("task_id") not in _MBPP_TEST_IDS:
+        if test_split and record.get("task_id") not in MBPP_TEST_IDS:
             continue
         try:
             yield number, convert(record, number, source.stem)

@@ -40,14 +40,15 @@ def test_a_warmup_on_verified_calculator_plans_makes_them_likelier_on_questions_
     unseen = [p for p in arithmetic(40, seed=77) if p.question not in {t.question for t in train}][:4]
     tokenizer = AutoTokenizer.from_pretrained(BASE)
 
-    def mean_logprob(adapter):
+    def summed_logprob(adapter):
         model = load_trainable(BASE, adapter, LoraSpec()).eval()
         plans = [calculator_plan(p, POOL.cards()) for p in unseen]
+        # (each question's mean logprob per token, summed over the questions)
         return sum(
             _plan_logprob(model, tokenizer, p.question, plan[0]) for p, plan in zip(unseen, plans, strict=True) if plan
         )
 
-    before, after = mean_logprob(None), mean_logprob(tmp_path / "adapter")
+    before, after = summed_logprob(None), summed_logprob(tmp_path / "adapter")
 
     assert metrics["steps"] == 4 and metrics["examples"] == 16
     # A fresh LoRA is the base model; after four steps the verified plans of new questions are far likelier.
