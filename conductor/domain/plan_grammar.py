@@ -11,12 +11,14 @@ The regex uses the subset that Python's ``re`` and the grammar backends (xgramma
 read alike: literals, classes, groups, alternation and bounded repetition. A subtask is bounded in
 *words* (runs of non-blank characters separated by one space), and the words of a plan share a
 budget sized to the Conductor's token cap: a policy that repeats a sentence inside a subtask is cut
-at its word limit and the plan still parses. Words, not characters, because xgrammar 0.2.8 computes
-a mask inside ``c{0,n}`` in time growing with ``n`` (measured on this project's tokenizer: 58 ms per
-token at n=60, 2.1 s at n=200, which made vLLM decode at 1.5 tokens/s), while ``w( w){0,80}`` with
-unbounded words costs 0.1 ms. A word's length is therefore not bounded: a policy that wants to close
-the list early can still write one endless "word" (``]]]]...``) into the token cap, the one defect
-left to parse-and-resample (seen with a weak warm-up policy: docs/retraining_cpu/grammar_run/).
+at its word limit and the plan still parses. Words, because xgrammar 0.2.8 computes a mask inside
+``c{0,n}`` in time growing with ``n`` (measured on this project's tokenizer: 58 ms per token at n=60,
+2.1 s at n=200, which made vLLM decode at 1.5 tokens/s). A word's own length is bounded too
+(``max_word_chars``, 32): a policy that wants to close the list early used to write one endless
+"word" (``]]]]...``) into the token cap (docs/retraining_cpu/grammar_run/, and 1 of 16 unseen prompts
+for the shipped adapter); now it must end the word, and closing the string is then the likeliest way
+on. Bounded words cost ~6 ms a mask on this tokenizer (unbounded 0.01 ms), a few percent of a CPU
+decode step.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any, Literal
 __all__ = ["GRAMMAR_VERSION", "PlanGrammar"]
 
 #: Bumped whenever the language changes, so a stored round says which one masked its sampling.
-GRAMMAR_VERSION = "plan-regex-5"
+GRAMMAR_VERSION = "plan-regex-6"
 
 Preamble = Literal["none", "free"]
 
@@ -56,6 +58,8 @@ class PlanGrammar:
     #: "free": up to ``max_preamble_words`` of thought (no backticks) may precede the block.
     preamble: Preamble = "none"
     max_preamble_words: int = 60
+    #: Characters one word may have (a run without spaces: an expression written without them, a path).
+    max_word_chars: int = 32
     #: A replan may answer three empty lists (keep the previous answer).
     allow_empty: bool = False
 
@@ -64,6 +68,8 @@ class PlanGrammar:
             raise ValueError("a plan grammar needs at least one worker and one step")
         if min(self.max_subtask_words, self.max_plan_words, self.max_preamble_words) < 1:
             raise ValueError("word budgets must be positive")
+        if self.max_word_chars < 2:
+            raise ValueError("a word must be allowed at least two characters")
 
     @classmethod
     def for_round(
@@ -99,7 +105,7 @@ class PlanGrammar:
             plans.insert(0, r"model_id = \[\]\nsubtasks = \[\]\naccess_list = \[\]")
         block = r"```python\n(" + "|".join(plans) + r")\n```"
         if self.preamble == "free":
-            word = f"[^`{_BLANKS}]+"
+            word = f"[^`{_BLANKS}]{{1,{self.max_word_chars}}}"
             return rf"({word}([ \n]{word}){{0,{self.max_preamble_words - 1}}}\n)?" + block
         return block
 
@@ -120,7 +126,7 @@ class PlanGrammar:
     # -- pieces ------------------------------------------------------------------------
     def _plan(self, n: int) -> str:
         worker = _alternatives(str(i) for i in range(self.pool_size))
-        subtask = _string(self.subtask_words(n))
+        subtask = _string(self.subtask_words(n), self.max_word_chars)
         workers = r"\[" + r", ".join([worker] * n) + r"\]"
         subtasks = r"\[" + r", ".join([subtask] * n) + r"\]"
         access = r"\[" + r", ".join(_access(i) for i in range(n)) + r"\]"
@@ -137,14 +143,15 @@ def _alternatives(options: Any) -> str:
     return items[0] if len(items) == 1 else "(" + "|".join(items) + ")"
 
 
-def _string(words: int) -> str:
-    """A quoted, non-blank subtask of at most ``words`` words (one space between them)."""
+def _string(words: int, chars: int) -> str:
+    """A quoted, non-blank subtask of at most ``words`` words of at most ``chars`` characters (an escape
+    counts as one), one space between them."""
     quoted = []
     for q in ("'", '"'):
         char = f"([^{q}\\\\{_BLANKS}]|{_ESCAPE})"
         first = f"([^{q}\\\\{_BLANKS}]|{_FIRST_ESCAPE})"
-        tail = f"( {char}+){{0,{words - 1}}}" if words > 1 else ""
-        quoted.append(f"{q}{first}{char}*{tail}{q}")
+        tail = f"( {char}{{1,{chars}}}){{0,{words - 1}}}" if words > 1 else ""
+        quoted.append(f"{q}{first}{char}{{0,{chars - 1}}}{tail}{q}")
     return "(" + "|".join(quoted) + ")"
 
 

@@ -79,16 +79,24 @@ def test_subtasks_are_bounded_in_words_that_share_a_budget_so_the_plan_closes_be
     )
 
 
-def test_no_counted_repetition_of_characters_so_a_mask_stays_cheap():
-    # xgrammar 0.2.8 took ~2 s per mask inside (c|\\x){0,200} (vLLM decoded at 1.5 tok/s); words are counted
-    # instead. Every count beyond the step cap must repeat a whole space-led word, never single characters.
+def test_only_short_runs_of_characters_are_counted_so_a_mask_stays_cheap():
+    # xgrammar 0.2.8 took ~2 s per mask inside (c|\\x){0,200} (vLLM decoded at 1.5 tok/s); a count of characters
+    # may not exceed a word's length, and longer counts repeat whole space-led words.
     regex = COMPACT.regex()
-    large = [m for m in re.finditer(r"\{\d+,(\d+)\}", regex) if int(m.group(1)) >= COMPACT.max_steps]
+    counts = [(m.start(), int(m.group(1))) for m in re.finditer(r"\{\d+,(\d+)\}", regex)]
+    word_counts = [at for at, n in counts if n > COMPACT.max_word_chars]
 
-    assert large and all(regex[: m.start()].endswith("+)") for m in large)
-    char_counted = PlanGrammar(pool_size=3, max_steps=4).regex().replace("+){0,", "){0,")
-    assert not all(char_counted[: m.start()].endswith("+)") for m in re.finditer(r"\{\d+,(\d+)\}", char_counted)
-                   if int(m.group(1)) >= 4)  # fmt: skip
+    assert all(n <= COMPACT.max_word_chars for at, n in counts if at not in word_counts)
+    assert word_counts and all(regex[:at].endswith(f"{{1,{COMPACT.max_word_chars}}})") for at in word_counts)
+
+
+def test_a_word_cannot_run_on_so_an_early_close_cannot_fill_the_token_cap():
+    run_on = "]" * (COMPACT.max_word_chars + 1)
+    word = "]" * COMPACT.max_word_chars
+
+    assert not COMPACT.matches(f"```python\nmodel_id = [0]\nsubtasks = ['{run_on}']\naccess_list = [[]]\n```")
+    assert COMPACT.matches(f"```python\nmodel_id = [0]\nsubtasks = ['{word} {word}']\naccess_list = [[]]\n```")
+    assert not REPLAN.matches("x" * (REPLAN.max_word_chars + 1) + "\n```python\nmodel_id = []\nsubtasks = []\naccess_list = []\n```")
 
 
 def test_a_full_prompt_may_think_before_the_block_and_the_compact_one_may_not():
