@@ -102,23 +102,26 @@ def worker_choice(db: Path) -> list[dict]:
     return out
 
 
-ROUTES = ("one step", "model -> calculator", "other multi-step")
+ROUTES = ("one step, a model", "one step, the calculator", "model -> calculator", "other multi-step")
 
 
 def route_of(workers: list[str]) -> str:
-    """The route a plan takes: answered in one step, a model's work finished by the calculator, or else."""
+    """The route a plan takes: one model answers, the calculator computes what the Conductor wrote, a
+    model's work is finished by the calculator, or else."""
     if len(workers) == 1:
-        return "one step"
+        return "one step, the calculator" if workers[0] == "calculator" else "one step, a model"
     if workers[-1] == "calculator" and workers[0] != "calculator":
         return "model -> calculator"
     return "other multi-step"
 
 
-def baseline(path: Path | None) -> dict | None:
-    """The best single worker's dev accuracy with its 95% interval, from a `conductor eval` results.json."""
-    if path is None or not path.exists():
-        return None
-    cells = json.loads(path.read_text())["summary"]["overall"]
+def baseline(path: Path | None, summary: dict) -> dict | None:
+    """The best single worker's dev accuracy with its 95% interval: measured by the run itself
+    (`dev_baselines` in summary.json), or from a `conductor eval` results.json on the dev set."""
+    if path is not None and path.exists():
+        cells = json.loads(path.read_text())["summary"]["overall"]
+    else:
+        cells = summary.get("dev_baselines") or []
     singles = [c for c in cells if str(c["method"]).startswith("single:") and c["accuracy"] is not None]
     if not singles:
         return None
@@ -165,9 +168,10 @@ def plot_iterations(choice: list[dict], iterations: list[dict], best: dict | Non
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4))
-    x = list(range(1, len(iterations) + 1))
-    a.plot(x, [i["reward_mean"] for i in iterations], "o-", label="train mean reward (T=1)")
-    dev = [(k, i["dev_accuracy"]) for k, i in zip(x, iterations, strict=True) if i.get("dev_accuracy") is not None]
+    x = [i["iteration"] for i in iterations]
+    reward = [(i["iteration"], i["reward_mean"]) for i in iterations if i["reward_mean"] is not None]
+    a.plot([k for k, _ in reward], [v for _, v in reward], "o-", label="train mean reward (T=1)")
+    dev = [(i["iteration"], i["dev_accuracy"]) for i in iterations if i.get("dev_accuracy") is not None]
     if dev:
         a.plot([k for k, _ in dev], [v for _, v in dev], "s-", label="dev accuracy (gated policy, T=0.3)")
     if best is not None:
@@ -175,7 +179,7 @@ def plot_iterations(choice: list[dict], iterations: list[dict], best: dict | Non
         if best.get("ci"):
             a.axhspan(best["ci"][0], best["ci"][1], color="gray", alpha=0.15)
     a.set_ylim(0, 1.05)
-    a.set_xlabel("GRPO iteration")
+    a.set_xlabel("GRPO iteration (0: the warm-up)")
     a.set_xticks(x)
     a.legend(fontsize=8)
     a.set_title("reward and dev accuracy")
@@ -193,13 +197,18 @@ def plot_iterations(choice: list[dict], iterations: list[dict], best: dict | Non
     fig.savefig(out, dpi=110)
 
 
-def iteration_table(cycles: list[dict]) -> list[dict]:
+def iteration_table(cycles: list[dict], warmup_gate: dict | None) -> list[dict]:
+    """Per GRPO iteration, its training reward and (after a cycle's last one) the gated policy's dev
+    accuracy; iteration 0 is the warm-up's gate, where the run has one."""
     out = []
+    if warmup_gate:
+        out.append({"iteration": 0, "reward_mean": None, "dev_accuracy": warmup_gate["candidate"]["accuracy"]})
     for c in cycles:
         for k, it in enumerate(c["iterations"]):
             last = k == len(c["iterations"]) - 1
             out.append(
                 {
+                    "iteration": len(out) + (0 if warmup_gate else 1),
                     "reward_mean": it["rollouts"]["reward_mean"],
                     "dev_accuracy": c["gate"]["candidate"]["accuracy"] if last else None,
                 }
@@ -236,12 +245,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("results/train-local"))
     ap.add_argument("--db", type=Path, default=Path(".conductor/train/conductor.db"))
-    ap.add_argument("--baseline", type=Path, default=None, help="results.json of `conductor eval` on the dev set")
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="results.json of `conductor eval` on the dev set (default: the run's own)",
+    )
     args = ap.parse_args()
     cycles, extra = load(args.results)
     table = rows(cycles, extra["warmup_gate"])
     choice = worker_choice(args.db) if args.db.exists() else []
-    best = baseline(args.baseline)
+    best = baseline(args.baseline, extra["summary"])
     report = markdown(table, choice, extra["summary"].get("unseen", {}))
     if best is not None:
         report += (
@@ -249,7 +263,7 @@ def main() -> None:
         )
     (args.results / "report.md").write_text(report + "\n")
     plot(table, args.results / "retraining.png")
-    plot_iterations(choice, iteration_table(cycles), best, args.results / "iterations.png")
+    plot_iterations(choice, iteration_table(cycles, extra["warmup_gate"]), best, args.results / "iterations.png")
     print(report)
     print(
         f"\nwrote {args.results / 'report.md'}, {args.results / 'retraining.png'} and {args.results / 'iterations.png'}"

@@ -9,7 +9,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from conductor.app.service import JobSpec
+from conductor.config.pool import Pool
 from conductor.domain.problem import Problem
+from reward_pipeline.evaluation.baselines import parse_method
+from reward_pipeline.evaluation.report import wilson_interval
 from reward_pipeline.training.rollouts import RolloutBatch, Rollouts
 
 
@@ -89,3 +93,20 @@ def decide(candidate: PolicyEval, active: PolicyEval, config: GateConfig = GateC
         "token_limit": round(limit, 1),
         "config": asdict(config),
     }
+
+
+def evaluate_workers(rollouts: Rollouts, pool: Pool, problems: Sequence[Problem], *, tag: str) -> list[dict[str, Any]]:
+    """Each model worker of ``pool`` alone on ``problems``, one sample each, as ``conductor eval``'s
+    ``single:WORKER`` runs it (same queue, verifiers and rewards): the line a Conductor has to beat,
+    with its 95% Wilson interval."""
+    out = []
+    for worker in (w for w in pool.workers if not w.is_tool):
+        method = parse_method(f"single:{worker.name}", pool)
+        jobs = []
+        for problem in problems:
+            args = method.job_args(problem)
+            jobs.append((problem, JobSpec(samples=args["samples"], options={**args["options"], "gate": tag})))
+        result = PolicyEval.from_rollouts(method.label, rollouts.run_jobs(jobs))
+        low, high = wilson_interval(result.correct, result.n)
+        out.append({**result.as_dict(), "method": method.label, "ci_low": round(low, 4), "ci_high": round(high, 4)})
+    return out

@@ -51,7 +51,11 @@ class Rollouts:
     timeout_s: float = 3600.0
 
     def run(self, problems: Sequence[Problem], *, samples: int, options: dict[str, Any]) -> RolloutBatch:
-        ids = [self.service.submit(p, JobSpec(samples=samples, options=dict(options)))[0] for p in problems]
+        return self.run_jobs([(p, JobSpec(samples=samples, options=dict(options))) for p in problems])
+
+    def run_jobs(self, jobs: Sequence[tuple[Problem, JobSpec]]) -> RolloutBatch:
+        """Each problem with its own spec (a fixed workflow, say), all submitted before waiting."""
+        ids = [self.service.submit(problem, spec)[0] for problem, spec in jobs]
         self.service.wait(ids, timeout=self.timeout_s)
         for job_id in ids:  # idempotent: returns the rows the reward queue already wrote
             score_job(self.service.sessions, job_id)

@@ -22,6 +22,7 @@ from conductor.domain.tools import TOOL_PROVIDER
 from conductor.inference.gateway import Gateway
 from conductor.inference.local_model import model_dir
 from reward_pipeline.training.checkpoints import Registry
+from reward_pipeline.training.gate import evaluate_workers
 from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
 from reward_pipeline.training.loops.online import (
     GateContext,
@@ -139,6 +140,8 @@ def run_local(
             base_model = model_dir(settings.model_cache)
             ctx_log = _tee(log, report_dir / "events.jsonl")
             start = _warmup_gate(GateContext(rollouts, gateway, serving, registry, ctx_log), dev, cfg)
+            baselines = evaluate_workers(rollouts, gateway.pool, dev, tag="dev-baseline")
+            ctx_log({"event": "dev_baselines", "workers": baselines})
             from transformers import AutoTokenizer
 
             model = load_trainable(base_model, start.adapter, LoraSpec())
@@ -159,7 +162,13 @@ def run_local(
             history = run_cycles(ctx, start, train, dev, cfg.online, report=report_dir / "cycles.json")
             final = start_policy(registry.active())
             unseen = _unseen(gateway, serving, data_dir, final, cfg)
-    summary = {"config": asdict(cfg), "cycles": history, "final": final.version, "unseen": unseen}
+    summary = {
+        "config": asdict(cfg),
+        "dev_baselines": baselines,
+        "cycles": history,
+        "final": final.version,
+        "unseen": unseen,
+    }
     (report_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     return summary
 

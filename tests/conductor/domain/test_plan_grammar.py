@@ -96,7 +96,9 @@ def test_a_word_cannot_run_on_so_an_early_close_cannot_fill_the_token_cap():
 
     assert not COMPACT.matches(f"```python\nmodel_id = [0]\nsubtasks = ['{run_on}']\naccess_list = [[]]\n```")
     assert COMPACT.matches(f"```python\nmodel_id = [0]\nsubtasks = ['{word} {word}']\naccess_list = [[]]\n```")
-    assert not REPLAN.matches("x" * (REPLAN.max_word_chars + 1) + "\n```python\nmodel_id = []\nsubtasks = []\naccess_list = []\n```")
+    assert not REPLAN.matches(
+        "x" * (REPLAN.max_word_chars + 1) + "\n```python\nmodel_id = []\nsubtasks = []\naccess_list = []\n```"
+    )
 
 
 def test_a_full_prompt_may_think_before_the_block_and_the_compact_one_may_not():

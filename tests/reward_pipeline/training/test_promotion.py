@@ -11,10 +11,10 @@ from conductor.domain.problem import Problem
 from conductor.runtime import Runtime
 from conductor.store.models import Round
 from reward_pipeline.training.checkpoints import Registry
-from reward_pipeline.training.gate import PolicyEval, decide
+from reward_pipeline.training.gate import PolicyEval, decide, evaluate_workers
 from reward_pipeline.training.loops.local_run import LocalRunConfig, _warmup_gate
 from reward_pipeline.training.loops.online import GateContext, OnlineConfig
-from reward_pipeline.training.rollouts import RolloutBatch
+from reward_pipeline.training.rollouts import RolloutBatch, Rollouts
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
 from tests.support.system import embedded_system, make_settings
@@ -175,3 +175,24 @@ def test_the_warmup_gate_needs_no_trainer_and_promotes_a_candidate_that_passes(t
     assert start.version == "warm-1" and serving.active == ["warm-1", "base"]
     assert registry.active().id == "warm-1"
     assert [e["event"] for e in events] == ["gate"] and events[0]["passed"]
+
+
+def _workers_script(model: str, messages: list[dict], body: dict) -> Reply:
+    return Reply("The answer is 42." if model.endswith("alpha") else "The answer is 7.")
+
+
+def test_the_run_measures_each_model_worker_alone_on_the_dev_set_with_its_interval(tmp_path):
+    srv = ScriptedLLMServer(_workers_script).start()
+    pool = scripted_pool(
+        srv.base_url, extra_workers=[{"name": "calc", "model": "tool/calculator", "description": "exact arithmetic"}]
+    )
+    dev = [Problem(question=f"What is 6 * 7? ({i})", answer="42", kind="math") for i in range(4)]
+    try:
+        with embedded_system(tmp_path, pool, recursion=False) as sys:
+            lines = evaluate_workers(Rollouts(sys.service), pool, dev, tag="dev-baseline")
+    finally:
+        srv.stop()
+
+    assert [(b["method"], b["correct"], b["n"]) for b in lines] == [("single:alpha", 4, 4), ("single:beta", 0, 4)]
+    assert lines[0]["ci_low"] < 1.0 == lines[0]["ci_high"] and lines[1]["ci_low"] == 0.0 < lines[1]["ci_high"]
+    assert {c.model for c in srv.calls} == {"scripted-worker-alpha", "scripted-worker-beta"}  # no Conductor call

@@ -1,0 +1,61 @@
+"""The CPU retraining report: its per-iteration figure starts at the warm-up, draws the best single
+worker the run measured itself, and tells the calculator's one-step route from a model's."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "retraining_cpu.py"
+_spec = importlib.util.spec_from_file_location("retraining_cpu", SCRIPT)
+report = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(report)
+
+WARMUP_GATE = {"event": "gate", "candidate": {"accuracy": 0.5}, "active": {"accuracy": 0.1}}
+CYCLE = {
+    "cycle": 1,
+    "iterations": [{"rollouts": {"reward_mean": 0.3}}, {"rollouts": {"reward_mean": 0.4}}],
+    "gate": {"candidate": {"accuracy": 0.55}, "passed": True},
+}
+
+
+def test_iteration_zero_is_the_warm_up_and_each_cycles_last_iteration_carries_its_gate():
+    table = report.iteration_table([CYCLE], WARMUP_GATE)
+
+    assert [(r["iteration"], r["reward_mean"], r["dev_accuracy"]) for r in table] == [
+        (0, None, 0.5),
+        (1, 0.3, None),
+        (2, 0.4, 0.55),
+    ]
+    assert [r["iteration"] for r in report.iteration_table([CYCLE], None)] == [1, 2]
+
+
+def test_the_best_single_worker_comes_from_the_runs_own_dev_baselines():
+    summary = {
+        "dev_baselines": [
+            {"method": "single:smol-precise", "accuracy": 0.125, "ci_low": 0.04, "ci_high": 0.31},
+            {"method": "single:smol-creative", "accuracy": 0.0417, "ci_low": 0.007, "ci_high": 0.2},
+        ]
+    }
+
+    assert report.baseline(None, summary) == {
+        "method": "single:smol-precise",
+        "accuracy": 0.125,
+        "ci": (0.04, 0.31),
+    }
+    assert report.baseline(None, {}) is None
+
+
+def test_a_calculator_plan_is_its_own_route():
+    assert report.route_of(["calculator"]) == "one step, the calculator"
+    assert report.route_of(["smol-precise"]) == "one step, a model"
+    assert report.route_of(["smol-precise", "calculator"]) == "model -> calculator"
+    assert report.route_of(["calculator", "smol-precise"]) == "other multi-step"
+
+
+def test_the_figure_is_drawn_for_a_run_without_grpo_cycles(tmp_path):
+    out = tmp_path / "iterations.png"
+
+    report.plot_iterations([], report.iteration_table([], WARMUP_GATE), None, out)
+
+    assert out.stat().st_size > 0
