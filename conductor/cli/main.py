@@ -56,12 +56,14 @@ def solve(
 ) -> None:
     """Run one problem through the pipeline and print the result."""
     from conductor.app.service import JobSpec
-    from conductor.domain.problem import Problem
+    from conductor.domain.inputs import build_problem
 
+    with errors_to_exit_codes():
+        problem = build_problem(question=question, answer=answer)  # before any service starts
     with errors_to_exit_codes(), running_system(load_settings()) as sysm:
         started = time.monotonic()
         job_id, _ = sysm.service.submit(
-            Problem(question=question, answer=answer),
+            problem,
             JobSpec(samples=samples, budget_tokens=budget_tokens, budget_usd=budget_usd).with_knob(effort),
         )
         sysm.service.wait([job_id], timeout=timeout)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ProblemKind = Literal["math", "mc", "code", "text"]
 
@@ -28,6 +28,14 @@ class Problem(BaseModel):
     entry_point: str | None = None
     rubric: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        # Whitespace alone would still become a job: a Conductor planning for a question that is not there.
+        if not v.strip():
+            raise ValueError("is blank")
+        return v
 
     @property
     def has_reference(self) -> bool:

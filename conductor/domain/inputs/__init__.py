@@ -35,11 +35,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from conductor.domain.errors import InputError
-from conductor.domain.inputs.converters import CONVERTERS, Record
+from conductor.domain.inputs.converters import CONVERTERS, Record, build_problem
 from conductor.domain.inputs.source import Source
 from conductor.domain.problem import Problem
 
-__all__ = ["FORMATS", "MBPP_TEST_IDS", "detect_format", "read_problems"]
+__all__ = ["FORMATS", "MBPP_TEST_IDS", "build_problem", "detect_format", "read_problems"]
 
 FORMATS = ("jsonl", "gsm8k", "math500", "aime24", "mmlu", "humaneval", "mbpp")
 

@@ -18,7 +18,8 @@ _GSM8K_ANSWER = re.compile(r"####\s*(.+?)\s*$", re.DOTALL)
 Record = dict[str, Any]
 
 
-def _build(**fields: Any) -> Problem:
+def build_problem(**fields: Any) -> Problem:
+    """A :class:`Problem`, or an :class:`InputError` that names each field that is wrong."""
     try:
         return Problem(**fields)
     except ValidationError as exc:
@@ -34,7 +35,7 @@ def _describe_validation(exc: ValidationError) -> str:
         elif err["type"] == "extra_forbidden":
             parts.append(f"unknown field {where!r}")
         else:
-            parts.append(f"field {where!r}: {err['msg']}")
+            parts.append(f"field {where!r}: {err['msg'].removeprefix('Value error, ')}")
     return "; ".join(parts)
 
 
@@ -93,7 +94,7 @@ def _convert_jsonl(rec: Record, number: int, stem: str) -> Problem:
             fields["answer"] = _LETTERS[choices.index(answer)]
     if fields.get("kind") is None and fields.get("tests") is not None:
         fields["kind"] = "code"
-    return _build(**fields)
+    return build_problem(**fields)
 
 
 def _convert_gsm8k(rec: Record, number: int, stem: str) -> Problem:
@@ -103,7 +104,7 @@ def _convert_gsm8k(rec: Record, number: int, stem: str) -> Problem:
     if not match:
         raise InputError("GSM8K answer has no final '#### <number>' line")
     reference = match.group(1).replace(",", "").strip()
-    return _build(
+    return build_problem(
         id=f"{stem}-{number}",
         question=_text(rec["question"], "question"),
         answer=reference,
@@ -117,7 +118,7 @@ def _convert_math500(rec: Record, number: int, stem: str) -> Problem:
     metadata = {"source": "math500"}
     metadata.update({k: rec[k] for k in ("subject", "level", "unique_id") if k in rec})
     uid = rec.get("unique_id")
-    return _build(
+    return build_problem(
         id=_text(uid, "unique_id") if uid is not None else f"{stem}-{number}",
         question=_text(rec["problem"], "problem"),
         answer=_text(rec["answer"], "answer"),
@@ -132,7 +133,7 @@ def _convert_aime24(rec: Record, number: int, stem: str) -> Problem:
     if "url" in rec:
         metadata["url"] = rec["url"]
     rid = rec.get("id")
-    return _build(
+    return build_problem(
         id=_text(rid, "id") if rid is not None else f"{stem}-{number}",
         question=_text(rec["problem"], "problem"),
         answer=_text(rec["answer"], "answer").strip(),
@@ -154,7 +155,7 @@ def _convert_mmlu(rec: Record, number: int, stem: str) -> Problem:
     metadata: dict[str, Any] = {"source": "mmlu"}
     if "topic" in rec:
         metadata["topic"] = rec["topic"]
-    return _build(
+    return build_problem(
         id=f"{stem}-{number}",
         question=_lettered(question, choices) + "\n\nAnswer with the letter of the correct choice.",
         answer=correct,
@@ -173,7 +174,7 @@ def _convert_humaneval(rec: Record, number: int, stem: str) -> Problem:
         f"Complete the Python function `{entry}` above. Reply with the complete function, "
         "including the signature and any imports it needs, in one python code block."
     )
-    return _build(
+    return build_problem(
         id=_text(rec["task_id"], "task_id"),
         question=question,
         tests=_text(rec["test"], "test"),
@@ -195,7 +196,7 @@ def _convert_mbpp(rec: Record, number: int, stem: str) -> Problem:
         raise InputError("field 'test_imports' must be a list of strings")
     prompt = _text(rec["prompt"], "prompt")
     question = f"{prompt.strip()}\nYour code should pass this test:\n{tests[0]}"
-    return _build(
+    return build_problem(
         id=_text(rec["task_id"], "task_id"),
         question=question,
         tests="\n".join([*imports, *tests]),

@@ -122,3 +122,13 @@ def test_run_against_an_unreachable_model_server_records_every_job_failed_and_sa
     results = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert [(r["id"], r["status"]) for r in results] == [("a", "failed"), ("b", "failed")]
     assert all(f"cannot reach the model server at {dead}" in r["error"] for r in results)
+
+
+@pytest.mark.parametrize("question", ["", "   \n"])
+def test_solve_without_a_question_is_one_line_and_starts_nothing(tmp_path, question):
+    out = _run(["solve", question], tmp_path, CONDUCTOR_POOL_FILE=str(tmp_path / "no-such-pool.yaml"))
+
+    assert out.returncode == 3, out.stderr
+    assert out.stdout == "" and out.stderr.strip().splitlines() == [
+        f"error: field 'question': {'String should have at least 1 character' if not question else 'is blank'}"
+    ]
