@@ -16,6 +16,9 @@ What `score_job` writes, for one job:
   export matches rewards by round *or* chain, so a chain id here would leak a 0 onto the
   chain's parsed rounds. They are inserted after the chain rewards so that, for the round
   itself, the round reward is the newest match.
+* one **round reward** (`wrong`, verifier ``tool-miss``) per Conductor round whose answer was a tool
+  finding nothing to work on (the calculator handed words). The fallback worker may then have
+  answered the chain (`tool_miss_fallback`); the plan itself still earns what its own answer earned.
 
 Idempotent: a job that already has verifier rewards is not scored again (a duplicate task
 delivery just returns the stored rows); `force=True` replaces them. The write transaction
@@ -57,12 +60,14 @@ __all__ = [
     "job_has_reference",
     "record_feedback",
     "score_job",
+    "tool_miss_round_reward",
     "unparseable_round_reward",
 ]
 
 log = logging.getLogger(__name__)
 
 PARSE_VERIFIER = "parse"
+TOOL_MISS_VERIFIER = "tool-miss"  #: `Reward.verifier` of a plan whose answer was a tool's "nothing to compute"
 PARSE_SOURCE = "parse"  #: `Reward.source` of the paper's 0 for an unparseable plan
 FEEDBACK = "feedback"
 
@@ -141,6 +146,7 @@ def score_job(
         samples, status = job.samples, job.status
         chains = [_snap(c) for c in queries.top_chains(job)]
         bad_rounds = [(r.id, r.parse_error) for r in queries.unparseable_rounds(s, job_id)]
+        missed_rounds = [r.id for r in queries.tool_miss_rounds(s, job_id)]
 
     # Verification runs outside any transaction: it can take seconds per chain.
     verdicts: dict[int, Verdict] = {}
@@ -161,11 +167,25 @@ def score_job(
         if check is not None:
             rows += [_chain_reward(job_id, c, verdicts.get(c.id), check.name, scheme) for c in chains]
         rows += [unparseable_round_reward(job_id, rid, err, scheme) for rid, err in bad_rounds]
+        rows += [tool_miss_round_reward(job_id, rid, scheme) for rid in missed_rounds]
         s.add_all(rows)
         s.flush()
         if check is not None and samples > 1 and status == JobStatus.DONE:
             _pick_best(s, job_id, rows, chains)
     return rows
+
+
+def tool_miss_round_reward(job_id: str, round_id: int, scheme: RewardScheme) -> Reward:
+    """A plan whose answer was a tool finding nothing to work on: wrong, whatever the fallback then answered."""
+    return Reward(
+        job_id=job_id,
+        round_id=round_id,
+        value=scheme.wrong,
+        correct=False,
+        verifier=TOOL_MISS_VERIFIER,
+        source="verifier",
+        details={"kind": "round", "reason": "the plan's answer was a tool with nothing to work on"},
+    )
 
 
 def unparseable_round_reward(job_id: str, round_id: int, error: str | None, scheme: RewardScheme) -> Reward:

@@ -50,6 +50,12 @@ class Settings(BaseSettings):
         "`fallback_worker`; neither fails the chain.",
     )
 
+    tool_miss_fallback: bool = Field(
+        True,
+        description="When a Conductor plan's answer is a tool finding nothing to work on (the calculator handed "
+        "words), the fallback worker answers the question instead; the plan keeps its own reward (wrong).",
+    )
+
     judge_worker: str | None = Field(
         None,
         description="Pool worker that judges rubric problems and groups without a reference; default: a "

@@ -185,13 +185,9 @@ class RoundRules(Transitions):
         failures = sum(1 for r in chain.rounds if r.status == RoundStatus.UNPARSEABLE)
         if failures <= self.settings.plan_retries and chain.rounds_used < self.settings.max_rounds:
             return Effects(plans=[self._new_round(s, chain, RoundKind.PLAN).id])
-        fallback_name = self.settings.fallback_worker or self.pool.fallback_worker
-        if fallback_name:
-            index = [w.name for w in self.pool.workers].index(self.pool.worker(fallback_name).name)
-            fallback = self._new_round(s, chain, RoundKind.FALLBACK)
-            return Effects(
-                steps=self._start_workflow(s, fallback, Workflow.from_lists([index], [chain.question], [[]]))
-            )
+        fallback = self._start_fallback(s, chain)
+        if fallback is not None:
+            return fallback
         return self._finish_chain(
             s, chain.id, ChainStatus.FAILED, error=f"no valid plan after {failures} attempts: {rnd.parse_error}"
         )

@@ -17,6 +17,7 @@ from conductor.config.settings import Settings
 from conductor.domain.effects import Effects
 from conductor.domain.errors import BudgetExceeded
 from conductor.domain.states import ChainStatus, RoundKind, RoundStatus, StepStatus
+from conductor.domain.tools import is_tool_miss
 from conductor.domain.usage import Usage
 from conductor.domain.workflow import Workflow
 from conductor.engine import statements as sql
@@ -216,12 +217,25 @@ class Transitions:
             .values(status=RoundStatus.DONE, answer=answer, finished_at=now())
             .returning(rounds.c.kind, rounds.c.chain_id)
         ).one()
+        if kind == RoundKind.PLAN and self.settings.tool_miss_fallback and is_tool_miss(answer):
+            rescue = self._start_fallback(s, s.get_one(Chain, chain_id))
+            if rescue is not None:
+                return rescue
         # A fixed or fallback round never replans: decided without loading the chain or the job.
         if self.settings.recursion and self.pool.conductor.replans and kind in (RoundKind.PLAN, RoundKind.REPLAN):
             chain = s.get_one(Chain, chain_id)
             if chain.rounds_used < self.settings.max_rounds and chain.job.options.get("recursion", True):
                 return Effects(replans=[self._new_round(s, chain, RoundKind.REPLAN).id])
         return self._finish_chain(s, chain_id, ChainStatus.DONE, answer=answer)
+
+    def _start_fallback(self, s: Session, chain: Chain) -> Effects | None:
+        """The pool's fallback worker answers the chain's question alone (None: the pool has none)."""
+        name = self.settings.fallback_worker or self.pool.fallback_worker
+        if not name:
+            return None
+        index = [w.name for w in self.pool.workers].index(self.pool.worker(name).name)
+        fallback = self._new_round(s, chain, RoundKind.FALLBACK)
+        return Effects(steps=self._start_workflow(s, fallback, Workflow.from_lists([index], [chain.question], [[]])))
 
     def _keep_previous_answer(self, s: Session, rnd: Round) -> Effects:
         """End the chain with the answer an earlier round already gave (a replan accepted or garbled)."""

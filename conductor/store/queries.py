@@ -15,7 +15,8 @@ from sqlalchemy.orm import Session
 
 from conductor.domain.errors import NotFound
 from conductor.domain.problem import Problem
-from conductor.domain.states import TERMINAL_JOB, JobStatus, RoundStatus
+from conductor.domain.states import TERMINAL_JOB, JobStatus, RoundKind, RoundStatus
+from conductor.domain.tools import TOOL_MISSES
 from conductor.store.models import Chain, Checkpoint, Job, Judgement, Reward, Round
 
 VERIFIER = "verifier"  #: `Reward.source` of rewards a verifier wrote (not a user's feedback)
@@ -112,6 +113,17 @@ def unjudged_jobs(s: Session, *, older_than_s: float, within_s: float = 3600.0, 
 def unparseable_rounds(s: Session, job_id: str) -> list[Round]:
     """The job's rounds whose completion held no workflow, nested chains included, oldest first."""
     q = select(Round).where(Round.job_id == job_id, Round.status == RoundStatus.UNPARSEABLE.value)
+    return list(s.scalars(q.order_by(Round.id)))
+
+
+def tool_miss_rounds(s: Session, job_id: str) -> list[Round]:
+    """The job's Conductor rounds whose workflow ended in a tool finding nothing to work on, oldest first."""
+    q = select(Round).where(
+        Round.job_id == job_id,
+        Round.kind.in_([RoundKind.PLAN.value, RoundKind.REPLAN.value]),
+        Round.status == RoundStatus.DONE.value,
+        Round.answer.in_(sorted(TOOL_MISSES)),
+    )
     return list(s.scalars(q.order_by(Round.id)))
 
 

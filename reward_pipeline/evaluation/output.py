@@ -29,6 +29,8 @@ _RUN_SETTINGS = (
     "max_depth",
     "plan_retries",
     "fallback_worker",
+    "tool_miss_fallback",
+    "plan_grammar",
     "max_model_calls",
 )
 

@@ -21,6 +21,7 @@ from conductor.app.service import JobSpec
 from conductor.domain.problem import Problem
 from conductor.store.models import Reward
 from reward_pipeline.rewards import RewardScheme, record_feedback, score_job
+from reward_pipeline.training.dataset import build_dataset
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
 from tests.support.system import embedded_system
@@ -183,3 +184,28 @@ def test_feedback_adds_a_feedback_reward_on_the_answer_chain_and_a_new_one_repla
     sources = Counter(r["source"] for r in after["rewards"])
     assert sources == {"verifier": 1, "feedback": 1}
     assert [r["source"] for r in free_view["rewards"]] == ["feedback"] and free.value == 1.0
+
+
+def test_a_plan_that_handed_the_calculator_words_earns_wrong_though_the_fallback_answered_right(tmp_path: Path) -> None:
+    def script(model: str, messages: list[dict], body: dict) -> Reply:
+        if model.endswith("scripted-conductor"):
+            return Reply(block("[2]", json.dumps(["six times seven"]), "[[]]"))
+        return Reply("The answer is 42")
+
+    server = ScriptedLLMServer(script, prompt_token_ids=True).start()  # type: ignore[arg-type]
+    calc = {"name": "calc", "model": "tool/calculator", "description": "arithmetic"}
+    pool = scripted_pool(server.base_url, extra_workers=[calc])
+    try:
+        with embedded_system(tmp_path, pool, recursion=False, fallback_worker="alpha") as sys:
+            _, view = _run(sys, Problem(question="What is six times seven?", answer="42"))
+            rows = build_dataset(sys.runtime.sessions).rows
+    finally:
+        server.stop()
+
+    plan, fallback = view["chains"][0]["rounds"]
+    assert (plan["kind"], fallback["kind"]) == ("plan", "fallback") and view["answer"] == "The answer is 42"
+    by_round = {r["round_id"]: r for r in view["rewards"] if r["chain_id"] is None}
+    assert (by_round[plan["round_id"]]["value"], by_round[plan["round_id"]]["verifier"]) == (0.5, "tool-miss")
+    chain = next(r for r in view["rewards"] if r["chain_id"] is not None)
+    assert (chain["value"], chain["correct"]) == (1.0, True)  # the user got a right answer
+    assert [(r.round_id, r.reward) for r in rows] == [(plan["round_id"], 0.5)]  # the policy learns its plan was wrong

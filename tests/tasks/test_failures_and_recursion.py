@@ -208,3 +208,37 @@ def test_trace_export_leaves_out_evaluation_jobs_unless_asked(tmp_path):
     finally:
         server.stop()
     assert [json.loads(x)["job_id"] for x in default.read_text().splitlines()] == [prod]
+
+
+def _calculator_for_everything(model, messages, body):
+    # A policy that hands the calculator the question's words: the shipped adapter's habit off its math.
+    if model.endswith("conductor"):
+        return Reply('```python\nmodel_id = [2]\nsubtasks = ["Which planet is largest?"]\naccess_list = [[]]\n```')
+    return Reply("Jupiter." if model.endswith("beta") else "Saturn.")
+
+
+CALCULATOR = {"extra_workers": [{"name": "calc", "model": "tool/calculator", "description": "exact arithmetic"}]}
+
+
+def test_a_plan_whose_answer_is_the_calculator_finding_nothing_is_answered_by_the_fallback_worker(tmp_path):
+    job, _ = _solve(
+        tmp_path, "Which planet is largest?", script=_calculator_for_everything, pool_kwargs=CALCULATOR,
+        fallback_worker="beta", recursion=False,
+    )  # fmt: skip
+
+    rounds = job["chains"][0]["rounds"]
+    assert [(r["kind"], r["status"]) for r in rounds] == [("plan", "done"), ("fallback", "done")]
+    assert rounds[0]["answer"].startswith("No arithmetic expression found")  # the plan's own answer, kept
+    assert rounds[1]["steps"][0]["worker"] == "beta" and rounds[1]["steps"][0]["subtask"] == "Which planet is largest?"
+    assert job["status"] == "done" and job["answer"] == "Jupiter."
+
+
+def test_with_the_setting_off_or_no_fallback_worker_the_calculators_miss_is_the_answer(tmp_path):
+    for n, settings in enumerate([{"fallback_worker": "beta", "tool_miss_fallback": False}, {}]):
+        job, _ = _solve(
+            tmp_path / str(n), "Which planet is largest?", script=_calculator_for_everything, pool_kwargs=CALCULATOR,
+            recursion=False, **settings,
+        )  # fmt: skip
+
+        assert [r["kind"] for r in job["chains"][0]["rounds"]] == ["plan"]
+        assert job["status"] == "done" and job["answer"].startswith("No arithmetic expression found")

@@ -121,6 +121,8 @@ def run_local(
                 "recursion": False,
                 "plan_retries": 0,
                 "follow_active_checkpoint": False,
+                # The gate and the rollouts measure the Conductor's own plans, not the fallback's rescues.
+                "tool_miss_fallback": False,
                 "embedded_concurrency": 16,
             }
         )
