@@ -62,8 +62,10 @@ lint: setup
 # on 2 quiet cores; four in five of the plans for problems with a verified expression hand the calculator
 # that expression, the rest spread over every route), gated against the base model on the dev set through
 # the queue on a private vLLM server and promoted, first-round plans probed on benchmarks never trained on,
-# the active adapter exported beside the local pool, the report drawn. CYCLES=2 adds GRPO cycles (2
-# iterations x 6 problems x G=8 each, gated): not yet run to the end on this machine.
+# the active adapter exported beside the local pool, the report drawn (~30 min from a fresh checkout,
+# venvs included). CYCLES=N adds GRPO cycles (2 iterations x 6 problems x G=8 each, then a gate; ~5 min a
+# cycle on 2 cores: docs/retraining_cpu/grpo_cycle_run/). The run measures each worker alone on the dev set
+# too, the line its iterations.png draws.
 TRAIN_HOME ?= .conductor/train-local
 SHIPPED    ?= conductor/config/adapters/smollm2-conductor
 CYCLES     ?= 0

@@ -184,14 +184,14 @@ def plot_iterations(choice: list[dict], iterations: list[dict], best: dict | Non
     a.legend(fontsize=8)
     a.set_title("reward and dev accuracy")
     bottom = [0.0] * len(choice)
-    labels = [c["policy"][-6:] for c in choice]
+    labels = [f"iteration {k}\n(...{c['policy'][-6:]})" for k, c in enumerate(choice, start=1)]
     for route in ROUTES:
         share = [c.get("routes", {}).get(route, 0.0) for c in choice]
         b.bar(range(len(choice)), share, bottom=bottom, label=route)
         bottom = [p + q for p, q in zip(bottom, share, strict=True)]
-    b.set_xticks(range(len(choice)), labels, rotation=30)
+    b.set_xticks(range(len(choice)), labels)
     b.set_ylabel("share of parsed training plans")
-    b.set_title("routes per policy (rollouts it sampled)")
+    b.set_title("routes of the plans sampled in each iteration's rollouts")
     b.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
