@@ -16,9 +16,10 @@ What `score_job` writes, for one job:
   export matches rewards by round *or* chain, so a chain id here would leak a 0 onto the
   chain's parsed rounds. They are inserted after the chain rewards so that, for the round
   itself, the round reward is the newest match.
-* one **round reward** (`wrong`, verifier ``tool-miss``) per Conductor round whose answer was a tool
-  finding nothing to work on (the calculator handed words). The fallback worker may then have
-  answered the chain (`tool_miss_fallback`); the plan itself still earns what its own answer earned.
+* one **round reward** (`wrong`, verifier ``tool-miss``) per plan the fallback worker answered again
+  because the calculator missed (handed words, or an expression with no number of the question;
+  `tool_miss_fallback`): the chain's reward is the fallback's answer's, the plan earns what its own
+  answer earned.
 
 Idempotent: a job that already has verifier rewards is not scored again (a duplicate task
 delivery just returns the stored rows); `force=True` replaces them. The write transaction
@@ -146,7 +147,7 @@ def score_job(
         samples, status = job.samples, job.status
         chains = [_snap(c) for c in queries.top_chains(job)]
         bad_rounds = [(r.id, r.parse_error) for r in queries.unparseable_rounds(s, job_id)]
-        missed_rounds = [r.id for r in queries.tool_miss_rounds(s, job_id)]
+        missed_rounds = [r.id for r in queries.rescued_plan_rounds(s, job_id)]
 
     # Verification runs outside any transaction: it can take seconds per chain.
     verdicts: dict[int, Verdict] = {}
@@ -176,7 +177,7 @@ def score_job(
 
 
 def tool_miss_round_reward(job_id: str, round_id: int, scheme: RewardScheme) -> Reward:
-    """A plan whose answer was a tool finding nothing to work on: wrong, whatever the fallback then answered."""
+    """A plan whose answer was a calculator miss: wrong, whatever the fallback then answered."""
     return Reward(
         job_id=job_id,
         round_id=round_id,

@@ -52,8 +52,9 @@ class Settings(BaseSettings):
 
     tool_miss_fallback: bool = Field(
         True,
-        description="When a Conductor plan's answer is a tool finding nothing to work on (the calculator handed "
-        "words), the fallback worker answers the question instead; the plan keeps its own reward (wrong).",
+        description="When a Conductor plan's answer is a calculator miss (handed words, or an expression with no "
+        "number of the question), the fallback worker answers the question instead; the plan keeps its own "
+        "reward (wrong).",
     )
 
     judge_worker: str | None = Field(

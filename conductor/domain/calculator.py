@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["NO_EXPRESSION", "CalculatorResult", "calculate", "find_expressions"]
+__all__ = ["NO_EXPRESSION", "CalculatorResult", "calculate", "find_expressions", "uses_numbers_of"]
 
 MAX_EXPRESSION_CHARS = 200
 MAX_MAGNITUDE = 1e15
@@ -40,6 +40,7 @@ _HAS_OPERATOR = re.compile(r"[\d)]\s*[+\-*/]\s*[-\d(.]")
 # "3 x 4", the multiplication and division signs, and thousands separators, as models write them.
 _TIMES = re.compile(r"(?<=[\d)])\s*[x×]\s*(?=[\d(])")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?|\.\d+")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,20 @@ def find_expressions(text: str) -> list[str]:
         if candidate and _HAS_OPERATOR.search(candidate) and len(candidate) <= MAX_EXPRESSION_CHARS:
             out.append(candidate)
     return out
+
+
+def uses_numbers_of(text: str, source: str) -> bool:
+    """Whether the expression the calculator evaluates in ``text`` has a number written in ``source``.
+
+    A Conductor that writes the calculator's expression takes its numbers from the question; one whose
+    expression shares none of them made it up (``'12 * 3 + 4'`` for "Which planet is the largest?").
+    True where ``text`` holds nothing to evaluate: that is a miss of its own (``NO_EXPRESSION``).
+    """
+    result = calculate([text])
+    if result.expression is None:
+        return True
+    written = {float(n) for n in _NUMBER.findall(_THOUSANDS.sub("", source))}
+    return any(float(n) in written for n in _NUMBER.findall(result.expression))
 
 
 def calculate(texts: Sequence[str]) -> CalculatorResult:

@@ -14,15 +14,17 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.config.pool import Pool
 from conductor.config.settings import Settings
+from conductor.domain.calculator import uses_numbers_of
 from conductor.domain.effects import Effects
 from conductor.domain.errors import BudgetExceeded
+from conductor.domain.prompts import expand_question
 from conductor.domain.states import ChainStatus, RoundKind, RoundStatus, StepStatus
 from conductor.domain.tools import is_tool_miss
 from conductor.domain.usage import Usage
 from conductor.domain.workflow import Workflow
 from conductor.engine import statements as sql
 from conductor.store import queries
-from conductor.store.models import Chain, Job, Round
+from conductor.store.models import Chain, Job, Round, Step
 from conductor.store.tables import chains, jobs, rounds, steps
 
 #: A step that may still fail: ready, leased, or delegated to a nested workflow.
@@ -217,16 +219,33 @@ class Transitions:
             .values(status=RoundStatus.DONE, answer=answer, finished_at=now())
             .returning(rounds.c.kind, rounds.c.chain_id)
         ).one()
-        if kind == RoundKind.PLAN and self.settings.tool_miss_fallback and is_tool_miss(answer):
-            rescue = self._start_fallback(s, s.get_one(Chain, chain_id))
-            if rescue is not None:
-                return rescue
+        if kind == RoundKind.PLAN and self.settings.tool_miss_fallback:
+            chain = s.get_one(Chain, chain_id)
+            if self._calculator_missed(s, round_id, answer, chain.question):
+                rescue = self._start_fallback(s, chain)
+                if rescue is not None:
+                    return rescue
         # A fixed or fallback round never replans: decided without loading the chain or the job.
         if self.settings.recursion and self.pool.conductor.replans and kind in (RoundKind.PLAN, RoundKind.REPLAN):
             chain = s.get_one(Chain, chain_id)
             if chain.rounds_used < self.settings.max_rounds and chain.job.options.get("recursion", True):
                 return Effects(replans=[self._new_round(s, chain, RoundKind.REPLAN).id])
         return self._finish_chain(s, chain_id, ChainStatus.DONE, answer=answer)
+
+    def _calculator_missed(self, s: Session, round_id: int, answer: str, question: str) -> bool:
+        """The plan's answer is a tool with nothing to compute, or the calculator evaluating an expression
+        the Conductor wrote (the step saw no earlier step) with no number from the question."""
+        if is_tool_miss(answer):
+            return True
+        last = s.scalars(
+            select(Step).where(Step.round_id == round_id).order_by(Step.step_index.desc()).limit(1)
+        ).first()
+        if last is None or (last.step_index > 0 and last.access):  # it may have computed what a model wrote
+            return False
+        spec = next((w for w in self.pool.workers if w.name == last.worker_name), None)
+        return (
+            spec is not None and spec.is_tool and not uses_numbers_of(expand_question(last.subtask, question), question)
+        )
 
     def _start_fallback(self, s: Session, chain: Chain) -> Effects | None:
         """The pool's fallback worker answers the chain's question alone (None: the pool has none)."""

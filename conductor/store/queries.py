@@ -16,7 +16,6 @@ from sqlalchemy.orm import Session
 from conductor.domain.errors import NotFound
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB, JobStatus, RoundKind, RoundStatus
-from conductor.domain.tools import TOOL_MISSES
 from conductor.store.models import Chain, Checkpoint, Job, Judgement, Reward, Round
 
 VERIFIER = "verifier"  #: `Reward.source` of rewards a verifier wrote (not a user's feedback)
@@ -116,13 +115,15 @@ def unparseable_rounds(s: Session, job_id: str) -> list[Round]:
     return list(s.scalars(q.order_by(Round.id)))
 
 
-def tool_miss_rounds(s: Session, job_id: str) -> list[Round]:
-    """The job's Conductor rounds whose workflow ended in a tool finding nothing to work on, oldest first."""
+def rescued_plan_rounds(s: Session, job_id: str) -> list[Round]:
+    """The job's plans that gave an answer and were still answered again by the fallback worker (their
+    answer was a calculator miss), oldest first. An unparseable plan's round is not DONE, so not here."""
+    rescued = select(Round.chain_id).where(Round.job_id == job_id, Round.kind == RoundKind.FALLBACK.value)
     q = select(Round).where(
         Round.job_id == job_id,
-        Round.kind.in_([RoundKind.PLAN.value, RoundKind.REPLAN.value]),
+        Round.kind == RoundKind.PLAN.value,
         Round.status == RoundStatus.DONE.value,
-        Round.answer.in_(sorted(TOOL_MISSES)),
+        Round.chain_id.in_(rescued),
     )
     return list(s.scalars(q.order_by(Round.id)))
 

@@ -111,18 +111,18 @@ def test_a_concurrency_cap_in_redis_serialises_real_local_model_calls(home, redi
     assert b_start >= a_end, "the cap of 1 must keep the two real calls from overlapping"
 
 
-def test_a_question_the_calculator_cannot_read_never_gets_its_miss_as_the_answer(home):
-    # The shipped Conductor sends nearly every question to the calculator (its warm-up's world is math).
+def test_a_question_the_calculator_cannot_read_is_answered_by_a_model_not_by_the_calculator(home):
+    # The shipped Conductor sends nearly every question to the calculator (its warm-up's world is math),
+    # with the question's words or a made-up expression; this question has no number to compute with.
     pool = load_pool()
-    calculator = [w.name for w in pool.workers].index("calculator")
     with embedded_system(home, pool, recursion=False) as sys:
         job_id, _ = sys.service.submit(Problem(question="Which planet is the largest in the solar system?"))
         sys.service.wait([job_id], timeout=600)
         job = sys.service.job(job_id)
 
     rounds = job["chains"][0]["rounds"]
-    assert job["status"] == "done" and not job["answer"].startswith("No arithmetic expression found"), job
-    if rounds[0]["answer"].startswith("No arithmetic expression found"):  # the plan handed the calculator words
-        assert rounds[0]["steps"][-1]["worker"] == pool.workers[calculator].name
-        assert [r["kind"] for r in rounds] == ["plan", "fallback"]
+    assert job["status"] == "done", job
+    if rounds[0]["steps"][-1]["worker"] == "calculator":
+        assert [r["kind"] for r in rounds] == ["plan", "fallback"], rounds
         assert rounds[1]["steps"][0]["worker"] == pool.fallback_worker == "smol-precise"
+        assert job["answer"] == rounds[1]["answer"] != rounds[0]["answer"]

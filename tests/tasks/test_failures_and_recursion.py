@@ -242,3 +242,27 @@ def test_with_the_setting_off_or_no_fallback_worker_the_calculators_miss_is_the_
 
         assert [r["kind"] for r in job["chains"][0]["rounds"]] == ["plan"]
         assert job["status"] == "done" and job["answer"].startswith("No arithmetic expression found")
+
+
+def _calculator_with(expression: str):
+    def script(model, messages, body):
+        if model.endswith("conductor"):
+            return Reply(f'```python\nmodel_id = [2]\nsubtasks = ["{expression}"]\naccess_list = [[]]\n```')
+        return Reply("beta says 5." if model.endswith("beta") else "alpha says 9.")
+
+    return script
+
+
+def test_a_calculator_handed_an_expression_with_no_number_of_the_question_is_a_miss_too(tmp_path):
+    made_up, _ = _solve(
+        tmp_path / "made-up", "Which planet is the largest?", script=_calculator_with("12 * 3 + 4"),
+        pool_kwargs=CALCULATOR, fallback_worker="beta", recursion=False,
+    )  # fmt: skip
+    grounded, _ = _solve(
+        tmp_path / "grounded", "Tom has 3 bags of 4 apples. How many apples?", script=_calculator_with("3 * 4"),
+        pool_kwargs=CALCULATOR, fallback_worker="beta", recursion=False,
+    )  # fmt: skip
+
+    assert [r["kind"] for r in made_up["chains"][0]["rounds"]] == ["plan", "fallback"]
+    assert made_up["chains"][0]["rounds"][0]["answer"] == "40" and made_up["answer"] == "beta says 5."
+    assert [r["kind"] for r in grounded["chains"][0]["rounds"]] == ["plan"] and grounded["answer"] == "12"

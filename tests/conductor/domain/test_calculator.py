@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conductor.domain.calculator import NO_EXPRESSION, calculate, find_expressions
+from conductor.domain.calculator import NO_EXPRESSION, calculate, find_expressions, uses_numbers_of
 from conductor.domain.prompts import build_step_messages
 from conductor.domain.tools import run_tool
 
@@ -84,3 +84,18 @@ def test_an_unknown_tool_is_refused():
 
 def test_finding_nothing_answers_without_a_number_a_verifier_could_mistake_for_a_result():
     assert not any(ch.isdigit() for ch in NO_EXPRESSION)
+
+
+@pytest.mark.parametrize(
+    ("text", "question", "grounded"),
+    [
+        ("12 * 3 + 4", "Which planet is the largest?", False),
+        ("2020 - 2", "What happened in 2020 in the US?", True),
+        ("48 + 48 / 2", "Natalia sold clips to 48 of her friends, then half as many in May.", True),
+        ("1200 * 2", "A bike costs $1,200. What do two cost?", True),
+        ("0.5 * 10", "Half of 10 is what?", True),
+        ("Which planet?", "Which planet is the largest?", True),  # nothing to evaluate: NO_EXPRESSION's case
+    ],
+)
+def test_an_expression_is_grounded_when_one_of_its_numbers_is_written_in_the_question(text, question, grounded):
+    assert uses_numbers_of(text, question) is grounded
