@@ -32,11 +32,15 @@ def _workflow_lines(view: dict) -> list[str]:
     for chain in view["chains"]:
         if chain["parent_step_id"] is not None:
             continue
+        previous = None
         for rnd in chain["rounds"]:
             head = f"  sample {chain['sample']} round {rnd['index']} ({rnd['kind']}): {rnd['status']}"
             if rnd["parse_error"]:
                 head += f" - {rnd['parse_error']}"
+            elif rnd["kind"] == "fallback" and previous is not None and previous["status"] == "done":
+                head += f" - the plan's answer {previous['answer'][:40]!r} was a calculator miss"
             lines.append(head)
+            previous = rnd
             for st in rnd["steps"]:
                 access = st["access"] if st["access"] == "all" else list(st["access"])
                 lines.append(f"    step {st['index']} [{st['worker']}] access={access}: {st['subtask'][:90]!r}")
