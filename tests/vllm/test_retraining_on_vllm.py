@@ -123,8 +123,10 @@ def test_trainer_logprobs_match_vllms_processed_logprobs_under_the_plan_grammar(
     masks = masks_for(AutoTokenizer.from_pretrained(model_path), int(model.config.vocab_size))
     ids, attn, _, plens = pad_batch([c.prompt_token_ids], [c.token_ids], pad_id=0)
 
-    def gaps(t: float, regex: str | None) -> list[float]:
+    def gaps(t: float, regex: str | None, *, off_by_one: bool = False) -> list[float]:
         allowed = grammar_masks(masks, [regex], [c.token_ids], plens, ids.shape[1]) if regex else None
+        if allowed is not None and off_by_one:  # each position gets the next one's mask: a replay bug
+            allowed = torch.cat([allowed[:, 1:], torch.ones_like(allowed[:, :1])], dim=1)
         with torch.no_grad():
             ours = token_logprobs(model, ids, attn, torch.tensor([t]), allowed)[0, plens[0] :].tolist()
         return [abs(a - b) for a, b in zip(ours, c.logprobs or [], strict=True)]
@@ -141,10 +143,8 @@ def test_trainer_logprobs_match_vllms_processed_logprobs_under_the_plan_grammar(
     # must each explain vLLM's numbers far better than leaving them out does.
     assert mean(masked) < 0.06, (mean(masked), mean(unmasked), mean(raw))
     assert mean(masked) < mean(unmasked) / 2 and mean(masked) < mean(raw) / 2
-    # A deliberately wrong mask (the grammar of a one-model pool) is visible: it forbids tokens
-    # the behaviour policy sampled, or moves their logprobs.
-    wrong = PlanGrammar.for_round(1, max_steps=3, max_tokens=160, prompt_style="compact", replan=False).regex()
-    try:
-        assert mean(gaps(temperature, wrong)) > mean(masked) + 0.01
-    except ValueError as exc:
-        assert "outside the grammar" in str(exc)
+    # A deliberately wrong mask is visible: replayed one token off, it forbids tokens the behaviour policy
+    # sampled or moves their logprobs. (The grammar of a one-model pool was the wrong mask here once; it is
+    # invisible whenever the sample used worker 0 and the model was sure of it: a flaky check.)
+    shifted = gaps(temperature, grammar.regex(), off_by_one=True)
+    assert mean(shifted) > mean(masked) + 0.05, (mean(shifted), mean(masked))
