@@ -68,7 +68,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PARSE_VERIFIER = "parse"
-TOOL_MISS_VERIFIER = "tool-miss"  #: `Reward.verifier` of a plan whose answer was a tool's "nothing to compute"
+TOOL_MISS_VERIFIER = "tool-miss"  #: `Reward.verifier` of a plan the fallback answered again after a calculator miss
 PARSE_SOURCE = "parse"  #: `Reward.source` of the paper's 0 for an unparseable plan
 FEEDBACK = "feedback"
 
@@ -185,7 +185,7 @@ def tool_miss_round_reward(job_id: str, round_id: int, scheme: RewardScheme) -> 
         correct=False,
         verifier=TOOL_MISS_VERIFIER,
         source="verifier",
-        details={"kind": "round", "reason": "the plan's answer was a tool with nothing to work on"},
+        details={"kind": "round", "reason": "the plan's answer was a calculator miss"},
     )
 
 
