@@ -12,7 +12,7 @@ from typing import Any
 
 from conductor.domain.calculator import NO_EXPRESSION, calculate
 
-__all__ = ["TOOLS", "TOOL_MISSES", "TOOL_PROVIDER", "is_tool_miss", "run_tool"]
+__all__ = ["TOOLS", "TOOL_PROVIDER", "is_tool_miss", "run_tool"]
 
 TOOL_PROVIDER = "tool"
 
@@ -28,13 +28,11 @@ def _calculator(messages: Sequence[dict[str, Any]]) -> str:
 
 TOOLS: dict[str, Callable[[Sequence[dict[str, Any]]], str]] = {"calculator": _calculator}
 
-#: What a tool answers when it found nothing to work on: the text of a step, but no answer to anything.
-TOOL_MISSES = frozenset({NO_EXPRESSION})
-
 
 def is_tool_miss(answer: str | None) -> bool:
-    """Whether ``answer`` is a tool saying it had nothing to work on (a plan that misused it)."""
-    return answer in TOOL_MISSES
+    """Whether ``answer`` is a tool saying it had nothing to work on (a plan that misused it): the text
+    of a step, but no answer to anything."""
+    return answer == NO_EXPRESSION
 
 
 def run_tool(model: str, messages: Sequence[dict[str, Any]]) -> str:

@@ -66,6 +66,8 @@ class Transitions:
         self.sessions = sessions
         self.settings = settings
         self.pool = pool
+        #: Only a pool with a tool worker can have a calculator miss to rescue: others skip the check.
+        self._has_tool = any(w.is_tool for w in pool.workers)
         bind = sessions.kw.get("bind")
         #: PostgreSQL runs some transitions as one statement where SQLite needs two (see `_claim_step`).
         self.postgres = bind is not None and bind.dialect.name == "postgresql"
@@ -219,9 +221,9 @@ class Transitions:
             .values(status=RoundStatus.DONE, answer=answer, finished_at=now())
             .returning(rounds.c.kind, rounds.c.chain_id)
         ).one()
-        if kind == RoundKind.PLAN and self.settings.tool_miss_fallback:
-            chain = s.get_one(Chain, chain_id)
-            if self._calculator_missed(s, round_id, answer, chain.question):
+        if kind == RoundKind.PLAN and self._has_tool and self.settings.tool_miss_fallback:
+            chain = self._calculator_missed(s, round_id, chain_id, answer)
+            if chain is not None:
                 rescue = self._start_fallback(s, chain)
                 if rescue is not None:
                     return rescue
@@ -232,20 +234,21 @@ class Transitions:
                 return Effects(replans=[self._new_round(s, chain, RoundKind.REPLAN).id])
         return self._finish_chain(s, chain_id, ChainStatus.DONE, answer=answer)
 
-    def _calculator_missed(self, s: Session, round_id: int, answer: str, question: str) -> bool:
-        """The plan's answer is a tool with nothing to compute, or the calculator evaluating an expression
-        the Conductor wrote (the step saw no earlier step) with no number from the question."""
+    def _calculator_missed(self, s: Session, round_id: int, chain_id: int, answer: str) -> Chain | None:
+        """The plan's chain when its answer is a tool with nothing to compute, or the calculator evaluating
+        an expression the Conductor wrote (the step saw no earlier step) with no number from the question."""
         if is_tool_miss(answer):
-            return True
+            return s.get_one(Chain, chain_id)
         last = s.scalars(
             select(Step).where(Step.round_id == round_id).order_by(Step.step_index.desc()).limit(1)
         ).first()
         if last is None or (last.step_index > 0 and last.access):  # it may have computed what a model wrote
-            return False
+            return None
         spec = next((w for w in self.pool.workers if w.name == last.worker_name), None)
-        return (
-            spec is not None and spec.is_tool and not uses_numbers_of(expand_question(last.subtask, question), question)
-        )
+        if spec is None or not spec.is_tool:
+            return None
+        chain = s.get_one(Chain, chain_id)
+        return None if uses_numbers_of(expand_question(last.subtask, chain.question), chain.question) else chain
 
     def _start_fallback(self, s: Session, chain: Chain) -> Effects | None:
         """The pool's fallback worker answers the chain's question alone (None: the pool has none)."""
