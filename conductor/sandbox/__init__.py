@@ -41,9 +41,9 @@ killed by signal N is reported as exit code 128+N and decoded back to ``signal=N
 from __future__ import annotations
 
 from conductor.domain.errors import SandboxSetupError
-from reward_pipeline.sandbox.isolation import detect_isolation
-from reward_pipeline.sandbox.model import Isolation, SandboxLimits, SandboxResult, source_line
-from reward_pipeline.sandbox.runner import run_in
+from conductor.sandbox.isolation import detect_isolation
+from conductor.sandbox.model import Isolation, SandboxLimits, SandboxResult, source_line
+from conductor.sandbox.runner import run_in
 
 __all__ = [
     "Isolation",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from conductor.domain.errors import SandboxSetupError
-from reward_pipeline.sandbox.model import Isolation, SandboxLimits, SandboxResult
+from conductor.sandbox.model import Isolation, SandboxLimits, SandboxResult
 
 SETUP_FAILED_MARK = "conductor-sandbox: setup failed"
 _SETUP_EXIT = 125
