@@ -35,6 +35,7 @@ from conductor.domain.cached_answer import CachedAnswer
 from conductor.domain.errors import ModelCallError, ModelServerUnreachable, RateLimited
 from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.tools import TOOL_PROVIDER, run_tool
+from conductor.sandbox import run_tool_program
 from conductor.inference import local_backend
 from conductor.inference.call_cache import CallCache, CallCacheMode, cache_key
 from conductor.inference.completion import Completion
@@ -417,7 +418,7 @@ class Gateway:
     def _run_tool(spec: ModelSpec, messages: list[dict], *, label: str) -> Completion:
         # No limiter slot, no retries needed: a tool is local, deterministic and free.
         started = time.perf_counter()
-        text = run_tool(spec.model, messages)
+        text = run_tool(spec.model, messages, execute=run_tool_program)
         return Completion(
             text=text, model=spec.model, worker=label, latency_s=time.perf_counter() - started, served_by=label
         )
