@@ -128,3 +128,13 @@ def test_a_conductor_step_cap_lowers_the_global_one_and_never_raises_it():
     assert local.step_cap(2) == 2, "a lower global cap still wins"
     uncapped = local.model_copy(update={"conductor": local.conductor.model_copy(update={"max_steps": None})})
     assert uncapped.step_cap(5) == 5
+
+
+def test_the_local_pool_offers_the_python_tool_after_the_workers_its_adapter_learned():
+    local = load_pool(BUNDLED / "local.yaml")
+
+    names = [w.name for w in local.workers]
+    assert names == ["smol-precise", "smol-creative", "calculator", "python"], "indices the shipped adapter uses"
+    python = local.worker("python")
+    assert python.is_tool and python.model == "tool/python"
+    assert "not a model" in python.description
