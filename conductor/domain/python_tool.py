@@ -120,8 +120,7 @@ def _cap(text: str) -> str:
 
 # Runs inside the sandbox, maybe under another Python than ours: only the standard library, and no
 # syntax newer than 3.8. Names start with an underscore so the program's own names do not clash.
-_REPL = (
-    '''
+_REPL = """
 import ast as _ast, sys as _sys
 
 def _main(_source):
@@ -149,5 +148,4 @@ def _fail(_e):
     _sys.exit(1)
 
 _main(CODE)
-'''.replace("MARK", _ERROR_MARK)
-)
+""".replace("MARK", _ERROR_MARK)

@@ -35,7 +35,6 @@ from conductor.domain.cached_answer import CachedAnswer
 from conductor.domain.errors import ModelCallError, ModelServerUnreachable, RateLimited
 from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.tools import TOOL_PROVIDER, run_tool
-from conductor.sandbox import run_tool_program
 from conductor.inference import local_backend
 from conductor.inference.call_cache import CallCache, CallCacheMode, cache_key
 from conductor.inference.completion import Completion
@@ -44,6 +43,7 @@ from conductor.inference.openai_compatible import OpenAICompatible, eligible
 from conductor.inference.policy import ActivePolicy, ActivePolicyCache, lora_name
 from conductor.inference.pricing import Pricing
 from conductor.inference.vllm_server import TOKEN_ID_EXTRA_BODY, TOKEN_ID_PREFIX, completion_token_ids_and_logprobs
+from conductor.sandbox import run_tool_program
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,9 @@ def test_a_model_writes_code_the_python_tool_runs_it_and_the_text_verifier_score
             raised, _ = sys.service.submit(Problem(question="[zero] How many r in strawberry?", **strawberry))
             words, _ = sys.service.submit(Problem(question="[words] How many r in strawberry?", **strawberry))
             sys.service.wait([ran, raised, words], timeout=300)
-            jobs = {name: sys.service.job(job_id) for name, job_id in (("ran", ran), ("raised", raised), ("words", words))}
+            jobs = {
+                name: sys.service.job(job_id) for name, job_id in (("ran", ran), ("raised", raised), ("words", words))
+            }
             rewards = {name: wait_scored(sys.runtime, job_id) for name, job_id in (("ran", ran), ("raised", raised))}
     finally:
         server.stop()

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from conductor.domain.prompts import build_step_messages
-from conductor.sandbox import PYTHON_TOOL_LIMITS, SandboxLimits, detect_isolation, run_tool_program
 from conductor.domain.tools import run_tool
+from conductor.sandbox import PYTHON_TOOL_LIMITS, SandboxLimits, detect_isolation, run_tool_program
 
 
 def python(subtask: str, seen: list[tuple[str, str]] | None = None) -> str:

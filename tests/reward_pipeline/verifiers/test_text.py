@@ -24,7 +24,7 @@ PRESIDENT = Problem(
     [
         ("The Eiffel Tower.", "eiffel tower"),
         ("  An   APPLE, a day!  ", "apple day"),
-        ("Theodore's \"theme\"", "theodores theme"),  # articles go only as whole words
+        ('Theodore\'s "theme"', "theodores theme"),  # articles go only as whole words
         ("Rock ’n’ roll — live", "rock n roll live"),
     ],
 )
@@ -78,7 +78,9 @@ def test_a_problem_without_a_reference_cannot_be_verified():
 
 def test_aliases_must_be_a_list_of_strings():
     with pytest.raises(VerifierError, match="aliases"):
-        TextVerifier().verify("Paris", Problem(question="q", kind="text", answer="Paris", metadata={"aliases": "Paname"}))
+        TextVerifier().verify(
+            "Paris", Problem(question="q", kind="text", answer="Paris", metadata={"aliases": "Paname"})
+        )
 
 
 def test_text_problems_with_a_reference_are_routed_to_it_without_a_judge():
