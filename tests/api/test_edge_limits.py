@@ -149,6 +149,16 @@ def _line(i: int, content: str) -> str:
 
 def test_uploads_past_their_size_or_line_count_are_refused_and_kept_nowhere(edge: Edge, tmp_path: Path):
     assert _error(_upload(edge, b"x" * (LIMITS["max_upload_bytes"] + 1)), 413)["code"] == "too_large"
+    boundary = "b0und4ry"
+    head = f'--{boundary}\r\ncontent-disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+    head += f'--{boundary}\r\ncontent-disposition: form-data; name="file"; filename="in.jsonl"\r\n\r\n'
+    streamed = (part for part in [head.encode(), *[b"x" * 65536] * 5, f"\r\n--{boundary}--\r\n".encode()])
+    r = edge.client.post(  # no content-length: counted as it arrives
+        "/v1/files",
+        content=streamed,
+        headers={**edge.auth, "content-type": f"multipart/form-data; boundary={boundary}"},
+    )
+    assert _error(r, 413)["code"] == "too_large"
     six = "\n".join(_line(i, "[wf:single] hi") for i in range(6)).encode()
     assert "at most 5 lines" in _error(_upload(edge, six), 400)["message"]
     with edge.sessions() as s:
