@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from api import errors, ui
+from api.edge import BodyEdge
 from api.metrics import StoreCollector
 from api.routes import batches, chat, estimates, files, jobs, metrics, models, responses, webhooks
 from conductor.app.batches.batch_api import Batches
@@ -47,6 +48,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+    app.add_middleware(BodyEdge, settings=settings)
     ui.install(app)
     for router in (
         models.router,

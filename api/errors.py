@@ -55,4 +55,5 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:
-        return JSONResponse(error_body(str(exc.detail), "invalid_request_error"), status_code=exc.status_code)
+        code = "too_large" if exc.status_code == 413 else None  # as api.edge answers a declared size
+        return JSONResponse(error_body(str(exc.detail), "invalid_request_error", code), status_code=exc.status_code)

@@ -93,6 +93,7 @@ class Service:
         With `via_feeder` the job waits its turn in the feeder (tenant fair share, priority,
         back-pressure) instead of being sent to the broker at once.
         """
+        self.check_size(problem)
         job = self.new_job(problem, spec)
         if via_feeder:
             job.status = JobStatus.WAITING
@@ -146,7 +147,7 @@ class Service:
 
         streamed = batch_stream.insert_streaming(
             self.sessions,
-            read_problems(path, format=format),
+            self._sized(read_problems(path, format=format)),
             batch=batch,
             job_row=row,
             limit=limit,
@@ -155,6 +156,26 @@ class Service:
             keep_ids=keep_ids,
         )
         return BatchReport(batch_id=batch.id, job_ids=streamed.job_ids or [], rejected=streamed.rejected)
+
+    def check_size(self, problem: Problem) -> None:
+        """InputError for a question past `max_question_chars` (a chat's whole conversation counts)."""
+        limit = self.settings.max_question_chars
+        if len(problem.question) > limit:
+            raise InputError(
+                f"the question holds {len(problem.question)} characters; at most {limit} are accepted "
+                "(CONDUCTOR_MAX_QUESTION_CHARS)"
+            )
+
+    def _sized(self, items: Iterator[tuple[int, Problem | InputError]]) -> Iterator[tuple[int, Problem | InputError]]:
+        """A file's problems, those too large for `check_size` turned into their line's error."""
+        for number, item in items:
+            if isinstance(item, Problem):
+                try:
+                    self.check_size(item)
+                except InputError as exc:
+                    yield number, InputError(f"line {number}: {exc}")
+                    continue
+            yield number, item
 
     def new_job(
         self, problem: Problem, spec: JobSpec, *, batch_id: str | None = None, line_no: int | None = None

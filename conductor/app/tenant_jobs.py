@@ -14,6 +14,7 @@ from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.app import responses
+from conductor.app.outbound import check_url, destinations
 from conductor.app.read_models import JobDetail, JobSummary
 from conductor.app.responses import Pin
 from conductor.app.service import JobSpec, Service
@@ -74,6 +75,8 @@ class TenantJobs:
         key = spec.idempotency_key
         if key is not None and (first := self.service.job_for_key(tenant_id, key)) is not None:
             return first, False  # before the quota check: a retry of an accepted request is never refused
+        if spec.webhook_url:
+            check_url(spec.webhook_url, destinations(self.service.settings))  # 400 before anything is written
         check_quota(self.sessions, tenant_id)
         # Through the feeder: the job waits its turn (tenant fair share, priority, in-flight cap).
         return self.service.submit(problem, spec, via_feeder=True)

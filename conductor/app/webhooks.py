@@ -15,9 +15,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from standardwebhooks import Webhook
 
 from conductor.app import responses
+from conductor.app.outbound import destinations, guarded_client
 from conductor.app.read_models import JobSummary
 from conductor.config.settings import Settings
-from conductor.domain.errors import NotFound
+from conductor.domain.errors import DestinationRefused, NotFound
 from conductor.domain.states import TERMINAL_JOB_VALUES
 from conductor.store.models import Batch, Job, Tenant, WebhookAttempt, WebhookDelivery, utcnow
 
@@ -109,12 +110,13 @@ def deliver(sessions: sessionmaker[Session], settings: Settings, delivery_id: st
     status_code: int | None = None
     error: str | None = None
     try:
-        r = httpx.post(url, content=body, headers=headers, timeout=settings.webhook_timeout_s)
+        with guarded_client(destinations(settings), settings.webhook_timeout_s) as client:
+            r = client.post(url, content=body, headers=headers)
         status_code = r.status_code
         if not 200 <= r.status_code < 300:
-            error = f"HTTP {r.status_code}"
-    except httpx.HTTPError as exc:
-        error = f"{type(exc).__name__}: {str(exc)[:200]}"
+            error = f"HTTP {r.status_code}"  # a redirect too: it is not followed
+    except (DestinationRefused, httpx.HTTPError) as exc:
+        error = attempt_error(exc)
     ok = error is None
     delay = None if ok or attempt >= settings.webhook_max_attempts else _backoff(settings, attempt)
     with sessions.begin() as s:
@@ -137,6 +139,18 @@ def deliver(sessions: sessionmaker[Session], settings: Settings, delivery_id: st
         else:
             d.next_attempt_at = utcnow() + timedelta(seconds=delay)
     return delay
+
+
+def attempt_error(exc: Exception) -> str:
+    """What the tenant reads about a failed attempt: the kind of failure, never the exception's text,
+    which could tell what lies inside the network (refused ports, internal names, resolver answers)."""
+    if isinstance(exc, DestinationRefused):
+        return "destination not allowed"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timed out"
+    if isinstance(exc, httpx.ConnectError):
+        return "could not connect"
+    return "request failed"
 
 
 def overdue(sessions: sessionmaker[Session], settings: Settings, *, limit: int = 500) -> list[str]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from conductor.domain.destinations import Destinations
 
 ENV_PREFIX = "CONDUCTOR_"
 #: Variables with our prefix that are not settings: read by standalone tools (eval data, sandbox).
@@ -126,9 +128,23 @@ class Settings(BaseSettings):
     )
     webhook_backoff_s: float = Field(2.0, gt=0, description="First retry delay of a webhook; doubles each attempt.")
     webhook_timeout_s: float = Field(5.0, gt=0, description="How long a webhook receiver may take to answer.")
+    webhook_allow: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Comma-separated CIDRs, addresses or host names webhooks may reach besides public addresses "
+        "(on-premises receivers); loopback, private, link-local, multicast and reserved ones are refused otherwise.",
+    )
     webhook_senders: int = Field(
         8, ge=1, description="Threads per process that POST webhooks (a slow receiver holds one of these, no worker)."
     )
+
+    max_body_bytes: int = Field(
+        8 << 20, ge=1024, description="Largest request body the API reads (413 past it), file uploads aside."
+    )
+    max_upload_bytes: int = Field(200 << 20, ge=1024, description="Largest Files API upload (413 past it).")
+    max_question_chars: int = Field(
+        100_000, ge=1, description="Longest question a job may carry (a chat's conversation counts whole)."
+    )
+    max_batch_lines: int = Field(50_000, ge=1, description="Most lines (requests) one Batch API input file may hold.")
 
     worker_pool: Literal["threads", "prefork", "solo", "gevent"] = "threads"
     worker_concurrency: int = Field(8, ge=1)
@@ -153,6 +169,17 @@ class Settings(BaseSettings):
     task_events: bool = Field(False, description="Celery task events from the start (Flower enables them anyway).")
     max_in_flight_jobs: int = Field(1000, ge=1, description="Feeder: most jobs queued or running at once.")
     max_queue_depth: int = Field(2000, ge=1, description="Feeder: most messages waiting in the broker's queues.")
+
+    @field_validator("webhook_allow", mode="before")
+    @classmethod
+    def _comma_separated(cls, v: object) -> object:
+        return tuple(e.strip() for e in v.split(",") if e.strip()) if isinstance(v, str) else v
+
+    @field_validator("webhook_allow")
+    @classmethod
+    def _allow_list_parses(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        Destinations.allowing(v)  # a typo fails at start, not at the first webhook
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

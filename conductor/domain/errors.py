@@ -82,6 +82,10 @@ class InputError(ConductorError):
     """A problem file or line cannot be read."""
 
 
+class DestinationRefused(InputError):
+    """An outbound URL (a webhook's) resolves to an address that is not public nor allowed."""
+
+
 class NotFound(ConductorError):
     """A job, batch or other record does not exist."""
 

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from conductor.domain.text import unstorable
+
 ProblemKind = Literal["math", "mc", "code", "text"]
 
 
@@ -35,6 +37,15 @@ class Problem(BaseModel):
         # Whitespace alone would still become a job: a Conductor planning for a question that is not there.
         if not v.strip():
             raise ValueError("is blank")
+        return v
+
+    @field_validator("*")
+    @classmethod
+    def _storable(cls, v: Any) -> Any:
+        # Every field is stored (the job's problem column): a NUL would make the job unwritable.
+        if found := unstorable(v):
+            where, what = found
+            raise ValueError(what if where in ("value", "object") else f"{where} {what}")
         return v
 
     @property

@@ -41,7 +41,8 @@ def _script() -> Any:
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    with fresh_deployment(tmp_path_factory.mktemp("responses"), _script()) as d:
+    # The webhook receiver listens on loopback, which webhooks may reach only when allowed.
+    with fresh_deployment(tmp_path_factory.mktemp("responses"), _script(), webhook_allow="127.0.0.1") as d:
         yield d
 
 

@@ -1,4 +1,5 @@
-"""A local webhook endpoint for tests: answers 500 to its first requests, then 204, and keeps them all."""
+"""A local webhook endpoint for tests: answers 500 to its first requests, then 204 (or a redirect),
+and keeps them all."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Receiver:
-    """Answers 500 to the first `fail` requests, then 204; keeps every request."""
+    """Answers 500 to the first `fail` requests, then 204 (307 to `redirect_to` when given); keeps
+    every request. Listens on `host`, any loopback address (127.0.0.2 is another receiver)."""
 
-    def __init__(self, fail: int) -> None:
+    def __init__(self, fail: int, *, host: str = "127.0.0.1", port: int = 0, redirect_to: str | None = None) -> None:
         self.fail = fail
         self.requests: list[tuple[dict[str, str], bytes]] = []
         receiver = self
@@ -21,10 +23,15 @@ class Receiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 receiver.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
-                self.send_response(500 if len(receiver.requests) <= receiver.fail else 204)
+                if redirect_to is not None:
+                    self.send_response(307)
+                    self.send_header("location", redirect_to)
+                else:
+                    self.send_response(500 if len(receiver.requests) <= receiver.fail else 204)
                 self.send_header("content-length", "0")
                 self.end_headers()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://{host}:{self.port}/hook"

@@ -18,7 +18,7 @@ from tests.support.system import embedded_system
 def test_a_pending_delivery_whose_process_died_is_sent_again_by_the_reaper(tmp_path):
     receiver = Receiver(fail=1)  # the re-sent attempt fails once: its retry follows the backoff
     pool = scripted_pool("http://127.0.0.1:9/v1")
-    knobs = {"reaper_interval_s": 0.3, "ready_grace_s": 1.0, "webhook_backoff_s": 0.2}
+    knobs = {"reaper_interval_s": 0.3, "ready_grace_s": 1.0, "webhook_backoff_s": 0.2, "webhook_allow": ("127.0.0.1",)}
     with embedded_system(tmp_path, pool, **knobs) as sys:
         sessions = sys.runtime.sessions
         with sessions.begin() as s:

@@ -30,6 +30,7 @@ from conductor.config.settings import Settings
 from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.resend import ResendPolicy
 from conductor.domain.states import TERMINAL_JOB_VALUES, BatchStatus, JobStatus
+from conductor.domain.text import flaw
 from conductor.engine.cancel import cancel_jobs
 from conductor.store.models import Batch, File, Job, utcnow
 
@@ -62,14 +63,26 @@ class Batches:
 
     # -- files -------------------------------------------------------------------------------
     def save_file(self, tenant_id: str | None, filename: str, purpose: str, chunks: Iterable[bytes]) -> File:
+        if problem := flaw(filename):
+            raise InputError(f"the filename {problem}; it cannot be stored")
         file_id = "file-" + secrets.token_hex(12)
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / file_id
-        size = 0
+        size = lines = 0
+        last = b"\n"
         with path.open("wb") as fh:
             for chunk in chunks:
                 fh.write(chunk)
                 size += len(chunk)
+                lines += chunk.count(b"\n")
+                last = chunk[-1:] or last
+        lines += last != b"\n"  # a last line without its newline
+        limit = self.service.settings.max_batch_lines
+        if purpose == "batch" and lines > limit:
+            path.unlink()
+            raise InputError(
+                f"a batch input file may hold at most {limit} lines (CONDUCTOR_MAX_BATCH_LINES); this one holds {lines}"
+            )
         row = File(
             id=file_id, tenant_id=tenant_id, purpose=purpose, filename=filename[:300], bytes=size, path=str(path)
         )

@@ -33,6 +33,7 @@ from conductor.domain.effort import max_usd
 from conductor.domain.errors import InputError
 from conductor.domain.problem import Problem
 from conductor.domain.states import BatchStatus, JobStatus
+from conductor.domain.text import unstorable
 from conductor.store.models import Batch, File, Job, utcnow
 
 CHUNK = 500
@@ -140,6 +141,8 @@ class BatchReader:
             raise InputError(f"line {line_no} is not JSON: {exc}") from exc
         if not isinstance(req, dict):
             raise InputError(f"line {line_no} is not a JSON object")
+        if bad := unstorable(req):
+            raise InputError(f"{bad[0]} {bad[1]}; it cannot be stored")
         custom_id, method, url, body = req.get("custom_id"), req.get("method"), req.get("url"), req.get("body")
         if not isinstance(custom_id, str) or not custom_id:
             raise InputError("custom_id must be a non-empty string")
@@ -156,7 +159,9 @@ class BatchReader:
             priority=BATCH_PRIORITY,
             options={"api": "batch", "model": str(body.get("model") or "conductor")},
         ).with_knob(_effort_of(body), max_usd(body.get("max_usd")))
-        return Problem(id=custom_id, question=question, kind="text"), spec
+        problem = Problem(id=custom_id, question=question, kind="text")
+        self.service.check_size(problem)
+        return problem, spec
 
 
 @dataclass

@@ -1,0 +1,135 @@
+"""What every request body must be before a route reads it: no larger than its limit (413), and,
+when it is JSON, text a store can hold (400 naming the field). One ASGI middleware, so a route
+added later is covered too.
+
+File uploads have their own, larger limit and are streamed through (never buffered here); other
+bodies are read whole, up to their limit, and handed on unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.errors import error_body
+from conductor.config.settings import Settings
+from conductor.domain.text import unstorable
+
+UPLOAD_PATH = "/v1/files"
+#: The JSON escapes that spell NUL or a lone surrogate: only a body holding one is parsed here.
+_SUSPECT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
+
+
+class BodyEdge:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
+            await self.app(scope, receive, send)
+            return
+        upload = scope["path"].rstrip("/") == UPLOAD_PATH
+        limit = self.settings.max_upload_bytes if upload else self.settings.max_body_bytes
+        declared = _content_length(scope)
+        if declared is not None and declared > limit:
+            await _too_large(limit, upload)(scope, receive, send)
+            return
+        if upload:
+            await self.app(scope, _counting(receive, limit, upload), send)
+            return
+        body = await _read(receive, limit)
+        if body is None:
+            await _too_large(limit, upload)(scope, receive, send)
+            return
+        if bad := _unstorable(body):
+            where, what = bad
+            message = f"{where} {what}; it cannot be stored"
+            await JSONResponse(error_body(message, "invalid_request_error", param=where), status_code=400)(
+                scope, receive, send
+            )
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _too_large(limit: int, upload: bool) -> JSONResponse:
+    what = "an upload" if upload else "a request body"
+    setting = "CONDUCTOR_MAX_UPLOAD_BYTES" if upload else "CONDUCTOR_MAX_BODY_BYTES"
+    return JSONResponse(
+        error_body(f"{what} may hold at most {limit} bytes ({setting})", "invalid_request_error", code="too_large"),
+        status_code=413,
+    )
+
+
+async def _read(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, or None past `limit` bytes (a client may not declare its length)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # after the body: disconnect, as the server reports it
+
+    return replay
+
+
+def _counting(receive: Receive, limit: int, upload: bool) -> Receive:
+    """`receive` for a streamed upload: past `limit` bytes the request ends in a 413 (the route's
+    form parsing lets an HTTPException through to the app's handler)."""
+    size = 0
+
+    async def counted() -> Message:
+        nonlocal size
+        message = await receive()
+        if message["type"] == "http.request":
+            size += len(message.get("body", b""))
+            if size > limit:
+                setting = "CONDUCTOR_MAX_UPLOAD_BYTES" if upload else "CONDUCTOR_MAX_BODY_BYTES"
+                raise HTTPException(413, f"an upload may hold at most {limit} bytes ({setting})")
+        return message
+
+    return counted
+
+
+def _unstorable(body: bytes) -> tuple[str, str] | None:
+    if not _SUSPECT.search(body):
+        return None  # the common case: no escape that could spell such text, nothing parsed
+    try:
+        parsed: Any = json.loads(body)
+    except ValueError:
+        return None  # not JSON: the route says what is wrong with it
+    return unstorable(parsed)
