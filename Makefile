@@ -58,23 +58,23 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The CPU retraining run that produced the shipped adapter: a warm-up (SFT on 800 plans, one epoch, ~25 min
-# on 2 quiet cores; four in five of the plans for problems with a verified expression hand the calculator
-# that expression, the rest spread over every route), gated against the base model on the dev set through
-# the queue on a private vLLM server and promoted, first-round plans probed on benchmarks never trained on,
-# the active adapter exported beside the local pool, the report drawn (~30 min from a fresh checkout,
-# venvs included). CYCLES=N adds GRPO cycles (2 iterations x 6 problems x G=8 each, then a gate; ~5 min a
-# cycle on 2 cores: docs/retraining_cpu/grpo_cycle_run/). The run measures each worker alone on the dev set
-# too, the line its iterations.png draws.
+# The CPU retraining run that produces the shipped adapter, on the mixed curriculum (six kinds of question
+# whose best route through the local pool differs: reward_pipeline/training/curriculum.py). Warm-up: every
+# one-step route of 100 problems of each kind and 200 GSM8K word problems is run (models on a private vLLM
+# server, tools in their sandbox) and scored; 800 examples are drawn from the routes that earned reward,
+# on random renumbered subsets of the pool, a fifth of them replan rounds; SFT one epoch. Then gated
+# against the base model on the mixed dev set through the queue, promoted, probed on unseen benchmarks,
+# exported beside the local pool, and the report drawn. CYCLES=N adds GRPO cycles on mixed problems of
+# another seed (2 iterations x 6 problems x G=8 each, then a gate).
 TRAIN_HOME ?= .conductor/train-local
 SHIPPED    ?= conductor/config/adapters/smollm2-conductor
 CYCLES     ?= 0
 train-local: model vllm-venv
 	mkdir -p $(TRAIN_HOME) && ln -sfn $(abspath .conductor/models) $(TRAIN_HOME)/models
-	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train warmup --gsm8k 20 --arith 300 --expressions 475 \
-		--verified-share 0.8 --examples 800 --epochs 1 --lr 1e-3
+	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train warmup --mixed 100 --expressions 200 --replan-share 0.2 \
+		--examples 800 --epochs 1 --lr 1e-3
 	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train online --cycles $(CYCLES) --iterations 2 --problems 6 --samples 8 \
-		--gsm8k 20 --arith 300 --expressions 475 --lr 2e-4 --report-dir results/train-local
+		--mixed 50 --expressions 100 --lr 2e-4 --report-dir results/train-local
 	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor checkpoints export active --to $(SHIPPED)
 	$(BIN)/python benchmarks/retraining_cpu.py --results results/train-local --db $(TRAIN_HOME)/conductor.db
 

@@ -54,6 +54,7 @@ class Orchestrator:
                 previous=task.previous,
                 previous_answer=task.previous_answer or "",
                 max_steps=task.max_steps,
+                style=self.pool.conductor.prompt,
             )
         return build_plan_messages(task.question, cards, max_steps=task.max_steps, style=self.pool.conductor.prompt)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -42,6 +43,15 @@ def warmup(
     verified_share: float = typer.Option(
         0.0, help="Share of examples with a verified expression that are the one-step calculator plan."
     ),
+    mixed: int = typer.Option(
+        0,
+        help="Mixed curriculum: this many generated problems of each of six kinds (arithmetic, letter counts, "
+        "lists, word transformations, multiple choice, facts); every route of every problem is run and only "
+        "routes that earned reward become examples.",
+    ),
+    replan_share: float = typer.Option(0.0, help="Mixed curriculum: share of examples that are replan rounds."),
+    randomise_pool: bool = typer.Option(True, help="Mixed curriculum: show random renumbered subsets of the pool."),
+    vllm: bool = typer.Option(True, help="Mixed curriculum: run the model routes on a private vLLM server."),
     examples: int = typer.Option(160, help="Supervised examples (plans) to train on."),
     epochs: float = typer.Option(2.0),
     lr: float = typer.Option(1e-3, help="LoRA learning rate."),
@@ -59,11 +69,29 @@ def warmup(
         runtime, registry = _registry()
         settings = runtime.settings
         pull_default_model(settings.model_cache)
-        problems = training_problems(
-            _data_dir(data_dir), gsm8k=gsm8k, arith=arith, seed=seed, expressions=expressions, code=code
-        )
         config = WarmupConfig(
             examples=examples, epochs=epochs, learning_rate=lr, seed=seed, verified_share=verified_share
+        )
+        provenance = {"command": "conductor train warmup", "gsm8k": gsm8k, "arith": arith, "expressions": expressions}
+        if mixed:
+            view = _mixed_warmup(
+                runtime,
+                registry,
+                config,
+                _data_dir(data_dir),
+                mixed=mixed,
+                expressions=expressions,
+                replan_share=replan_share,
+                randomise_pool=randomise_pool,
+                vllm=vllm,
+                provenance={**provenance, "mixed": mixed},
+            )
+            if promote:
+                view = registry.promote(view.id)
+            echo_json({"checkpoint": view.id, "status": view.status, "path": view.path, "metrics": view.metrics})
+            return
+        problems = training_problems(
+            _data_dir(data_dir), gsm8k=gsm8k, arith=arith, seed=seed, expressions=expressions, code=code
         )
         view = warmup_stage(
             registry=registry,
@@ -86,6 +114,66 @@ def warmup(
         echo_json({"checkpoint": view.id, "status": view.status, "path": view.path, "metrics": view.metrics})
 
 
+def _mixed_warmup(
+    runtime,
+    registry,
+    config,
+    data_dir: Path,
+    *,
+    mixed: int,
+    expressions: int,
+    replan_share: float,  # type: ignore[no-untyped-def]
+    randomise_pool: bool,
+    vllm: bool,
+    provenance: dict,
+) -> Any:  # type: ignore[type-arg]
+    """The route warm-up on the mixed curriculum (see `reward_pipeline.training.routes`)."""
+    import contextlib
+
+    from conductor.domain.tools import run_tool
+    from conductor.inference.local_model import model_dir
+    from conductor.sandbox import run_tool_program
+    from reward_pipeline.training.batch_answers import BatchAnswerer, ServerAnswerer
+    from reward_pipeline.training.curriculum import curriculum_expressions, mixed_problems
+    from reward_pipeline.training.loops.stages import route_warmup_stage
+
+    settings = runtime.settings
+    problems = mixed_problems(mixed, seed=config.seed) + curriculum_expressions(data_dir, expressions)
+    base = model_dir(settings.model_cache)
+    with contextlib.ExitStack() as stack:
+        if vllm:
+            from conductor.inference.vllm_server import VllmServer
+
+            srv = VllmServer(
+                base,
+                served_name="trials",
+                max_model_len=2048,
+                enable_lora=False,
+                log_path=settings.home / "vllm-trials.log",
+            )
+            # The server compiles its model on start: minutes on 2 busy cores.
+            srv.start(timeout=900)
+            stack.callback(srv.stop)
+            answer: Any = ServerAnswerer(srv.base_url, "trials")
+        else:
+            answer = BatchAnswerer(base)
+        return route_warmup_stage(
+            registry=registry,
+            pool=runtime.pool,
+            problems=problems,
+            base_model=base,
+            home=settings.home,
+            config=config,
+            answer=answer,
+            tool=lambda model, messages: run_tool(model, messages, execute=run_tool_program),
+            max_steps=runtime.pool.step_cap(settings.max_steps),
+            replan_share=replan_share,
+            randomise_pool=randomise_pool,
+            provenance=provenance,
+            log=_print_event,
+        )
+
+
 @train_app.command("online")
 def online(
     cycles: int = typer.Option(3, help="Cycles of iterations -> gate -> promote."),
@@ -101,6 +189,9 @@ def online(
     arith: int = typer.Option(150, help="Generated arithmetic questions in the training pool."),
     expressions: int = typer.Option(0, help="GSM8K train questions of one or two operations in the training pool."),
     code: int = typer.Option(0, help="MBPP code questions from outside its test split in the training pool."),
+    mixed: int = typer.Option(
+        0, help="Mixed curriculum: this many problems of each of its six kinds (and the mixed dev set for the gate)."
+    ),
     data_dir: Path | None = typer.Option(None, help="Benchmark data (default: ../shared/data)."),
     report_dir: Path = typer.Option(Path("results/train-local"), help="events.jsonl, cycles.json, summary.json."),
 ) -> None:
@@ -127,6 +218,8 @@ def online(
             loss_type=loss_type,
             use_vllm=vllm,
             dev_limit=dev_limit,
+            curriculum="mixed" if mixed else "arithmetic",
+            train_mixed=mixed,
         )
         summary = run_local(
             settings, _data_dir(data_dir), cfg, report_dir=report_dir, running_system=running_system, log=_print_event

@@ -22,6 +22,7 @@ from conductor.domain.workflow import Workflow
 __all__ = [
     "EXPRESSION_HINT",
     "MAX_PREVIOUS_ANSWER_CHARS",
+    "PROGRAM_HINT",
     "QUESTION_REF",
     "WorkerCard",
     "build_plan_messages",
@@ -30,6 +31,7 @@ __all__ = [
     "expand_question",
     "expression_route_subtasks",
     "few_shot_examples",
+    "program_route_subtasks",
 ]
 
 #: The previous answer shown in a replan prompt is clipped (head and tail kept: math answers
@@ -55,6 +57,18 @@ def expression_route_subtasks(question: str) -> list[str]:
     """The two subtasks of the expression route: a model writes the expression, the next step (a tool
     such as the calculator, or a model) computes it from what it sees."""
     return [f"{EXPRESSION_HINT} Question: {question}", "Compute the expression above."]
+
+
+#: What a model is asked for when the python tool runs after it.
+PROGRAM_HINT = (
+    "Write a short Python expression or program that computes the answer (print it, or end with the "
+    "expression). Reply with the code only."
+)
+
+
+def program_route_subtasks(question: str) -> list[str]:
+    """The two subtasks of the program route: a model writes the code, the python tool runs it."""
+    return [f"{PROGRAM_HINT} Question: {question}", "Run the code above."]
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,14 @@ _COMPACT_TASK = (
 )
 
 
+#: The compact replan's instruction: keep the answer (three empty lists) or write a corrective workflow.
+_COMPACT_REPLAN = (
+    "If the answer is right, keep it: write three empty lists. Otherwise write a new workflow of 1 to "
+    "{max_steps} steps that answers the question: one python code block defining model_id, subtasks and "
+    "access_list."
+)
+
+
 def build_plan_messages(
     question: str, workers: Sequence[WorkerCard], *, max_steps: int = 5, style: str = "full"
 ) -> list[dict]:
@@ -185,14 +207,24 @@ def build_replan_messages(
     previous: Workflow,
     previous_answer: str,
     max_steps: int = 5,
+    style: str = "full",
 ) -> list[dict]:
     """Messages offering the Conductor to correct or improve its earlier workflow's answer.
 
     The Conductor answers with a new workflow, or with three empty lists to keep the answer.
     In the new round a step whose access is "all" also sees the previous final answer; the
-    executor must supply it, this prompt only promises it.
+    executor must supply it, this prompt only promises it. ``style="compact"`` is the output contract
+    only, for a Conductor trained on replans (the warm-up's replan examples use it).
     """
     _check(workers, max_steps)
+    if style == "compact":
+        user = (
+            f"{_pool(workers)}\n\nQuestion: {question.strip()}\n\n"
+            f"Workflow run:\n{previous.to_python()}\n\n"
+            f"Its final answer:\n<answer>\n{_clip(previous_answer.strip())}\n</answer>\n\n"
+            f"{_COMPACT_REPLAN.format(max_steps=max_steps)}"
+        )
+        return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
     user = (
         f"{_pool(workers)}\n\n{_RULES.format(max_steps=max_steps)}\n\n"
         f"Question: {question.strip()}\n\n"

@@ -22,7 +22,7 @@ Method specs (``--methods`` takes a comma-separated list):
                               (final number, choice letter, math expression; normalised code for
                               code). Ties go to the earliest sample.
 ``tool-route[:WORKER[:TOOL[:N]]]`` WORKER writes the arithmetic expression for the question (not
-                              its value), then TOOL (default: the pool's first tool worker) computes
+                              its value; a Python program when TOOL is the python tool), then TOOL (default: the pool's first tool worker) computes
                               it ("all"): the route a Conductor can learn on a pool with a calculator,
                               fixed, so it can be told apart from the choosing of it. With N > 1, N
                               samples of that route and their majority vote, as best-of-n (a writer
@@ -38,7 +38,7 @@ from typing import Any
 from conductor.config.pool import Pool
 from conductor.domain.errors import InputError
 from conductor.domain.problem import Problem
-from conductor.domain.prompts import expression_route_subtasks
+from conductor.domain.prompts import expression_route_subtasks, program_route_subtasks
 
 __all__ = ["METHOD_NAMES", "Method", "parse_method", "parse_methods"]
 
@@ -67,6 +67,7 @@ class Method:
     aggregator_index: int | None = None  #: moa's aggregator, tool-route's tool
     n: int = 1  #: reflections (self-reflect) or samples (best-of-n, tool-route)
     pool_size: int = 0
+    tool_model: str = ""  #: tool-route's tool (`tool/python` is handed a program, others an expression)
 
     @property
     def vote(self) -> bool:
@@ -110,7 +111,7 @@ class Method:
                 "options": {
                     "workflow": _lists(
                         [self.worker_index, self.aggregator_index],
-                        expression_route_subtasks(q),
+                        program_route_subtasks(q) if self.tool_model == "tool/python" else expression_route_subtasks(q),
                         [[], "all"],
                     )
                 },
@@ -210,4 +211,5 @@ def _tool_route(spec: str, pool: Pool, args: list[str], *, n: int) -> Method:
         worker_index=names.index(writer),
         aggregator_index=names.index(tool),
         n=n,
+        tool_model=pool.worker(tool).model,
     )

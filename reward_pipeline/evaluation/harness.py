@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.app.service import JobSpec, Service
@@ -20,7 +21,7 @@ from conductor.config.pool import Pool
 from conductor.domain.errors import VerifierError
 from conductor.domain.problem import Problem
 from conductor.store import queries
-from conductor.store.models import Job
+from conductor.store.models import Job, Step
 from reward_pipeline.evaluation.baselines import Method
 from reward_pipeline.evaluation.output import RESULTS_JSONL, write_report
 from reward_pipeline.evaluation.problems import Benchmark
@@ -272,4 +273,22 @@ def _result_line(
         }
         if votes is not None:
             line["votes"] = votes
+        family = problem.metadata.get("family")
+        if family:
+            line["family"] = str(family)
+        line.update(_routes(s, chains))
         return line
+
+
+def _routes(s: Session, chains: list[Any]) -> dict[str, Any]:
+    """The first sample's route: the workers of its first plan, in step order, and the kinds of its rounds
+    (a replan that corrected it, a fallback that answered again)."""
+    if not chains or not chains[0].rounds:
+        return {}
+    rounds = sorted(chains[0].rounds, key=lambda r: r.round_index)
+    first = rounds[0]
+    workers = s.scalars(select(Step.worker_name).where(Step.round_id == first.id).order_by(Step.step_index)).all()
+    return {
+        "route": ">".join(workers) if workers else None,
+        "rounds": [str(r.kind.value if hasattr(r.kind, "value") else r.kind) for r in rounds],
+    }

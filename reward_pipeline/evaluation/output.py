@@ -19,6 +19,7 @@ from reward_pipeline.evaluation.report import (
     plot_accuracy_vs_tokens,
     plot_pareto,
 )
+from reward_pipeline.evaluation.route_table import route_table, route_table_markdown
 
 RESULTS_JSONL = "results.jsonl"
 #: the settings that shape a run's jobs, recorded with its results
@@ -51,6 +52,12 @@ def write_report(
     summary = aggregate(records, benchmarks=bench_labels, methods=method_labels)
     table = markdown(summary, benchmarks=bench_labels, methods=method_labels)
     summary["pareto"] = pareto_fronts(summary)
+    routes = route_table(records, method_labels)
+    if routes is not None:
+        summary["route_table"] = routes
+        table += "\n## Route table (accuracy per kind per route, 95% intervals)\n\n" + route_table_markdown(
+            routes, method_labels
+        )
     policy = ran_on[0].conductor.policy_version if ran_on is not None else None
     files = {
         "results_json": out / "results.json",

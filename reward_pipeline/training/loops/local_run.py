@@ -22,6 +22,7 @@ from conductor.domain.tools import TOOL_PROVIDER
 from conductor.inference.gateway import Gateway
 from conductor.inference.local_model import model_dir
 from reward_pipeline.training.checkpoints import Registry
+from reward_pipeline.training.curriculum import curriculum_expressions, mixed_dev, mixed_problems
 from reward_pipeline.training.gate import evaluate_workers
 from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
 from reward_pipeline.training.loops.online import (
@@ -55,6 +56,10 @@ class LocalRunConfig:
     use_vllm: bool = True
     worker_max_tokens: int = 128
     dev_limit: int | None = None  #: smoke runs only: the gate's dev set is fixed otherwise
+    #: "arithmetic" (GSM8K and generated arithmetic) or "mixed" (the six kinds of `training.curriculum`,
+    #: ``train_mixed`` of each, and its own dev set).
+    curriculum: str = "arithmetic"
+    train_mixed: int = 0
 
 
 def training_pool(settings: Settings, base_url: str | None, cfg: LocalRunConfig) -> dict[str, Any]:
@@ -130,15 +135,22 @@ def run_local(
             registry = Registry(sysm.service.sessions)
             rollouts = Rollouts(sysm.service)
             gateway = sysm.gateway
-            train = training_problems(
-                data_dir,
-                gsm8k=cfg.train_gsm8k,
-                arith=cfg.train_arith,
-                seed=cfg.online.seed,
-                expressions=cfg.train_expressions,
-                code=cfg.train_code,
-            )
-            dev = dev_problems(data_dir)[: cfg.dev_limit]
+            if cfg.curriculum == "mixed":
+                # Another seed than the warm-up's problems: GRPO meets questions the warm-up never saw.
+                train = mixed_problems(cfg.train_mixed, seed=cfg.online.seed + 1) + curriculum_expressions(
+                    data_dir, cfg.train_expressions
+                )
+                dev = mixed_dev()[: cfg.dev_limit]
+            else:
+                train = training_problems(
+                    data_dir,
+                    gsm8k=cfg.train_gsm8k,
+                    arith=cfg.train_arith,
+                    seed=cfg.online.seed,
+                    expressions=cfg.train_expressions,
+                    code=cfg.train_code,
+                )
+                dev = dev_problems(data_dir)[: cfg.dev_limit]
             base_model = model_dir(settings.model_cache)
             ctx_log = _tee(log, report_dir / "events.jsonl")
             start = _warmup_gate(GateContext(rollouts, gateway, serving, registry, ctx_log), dev, cfg)

@@ -6,12 +6,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from conductor.config.pool import Pool
 from conductor.domain.problem import Problem
+from conductor.domain.prompts import QUESTION_REF
 from reward_pipeline.training.checkpoints import CheckpointView, Registry
+from reward_pipeline.training.routes import Answerer, RouteTrial, ToolRunner, build_route_examples, try_routes
 from reward_pipeline.training.warmup import WarmupConfig, build_examples, run_warmup
 
 
@@ -59,3 +62,85 @@ def warmup_stage(
         metrics=metrics,
         data_window={"problems": len(problems), "problems_sha256": problems_digest(problems)},
     )
+
+
+def route_warmup_stage(
+    *,
+    registry: Registry,
+    pool: Pool,
+    problems: list[Problem],
+    base_model: Path,
+    home: Path,
+    config: WarmupConfig,
+    answer: Answerer,
+    tool: ToolRunner,
+    max_steps: int = 3,
+    replan_share: float = 0.0,
+    randomise_pool: bool = True,
+    provenance: dict[str, Any] | None = None,
+    log: Any = print,
+) -> CheckpointView:
+    """Every problem's one-step routes run and scored -> examples of the routes that earned reward, on
+    random renumbered subsets of the pool, plus replan rounds -> SFT LoRA -> a candidate checkpoint."""
+    started = time.perf_counter()
+    trials = try_routes(problems, pool, answer=answer, tool=tool)
+    trial_s = time.perf_counter() - started
+    built = build_route_examples(
+        problems,
+        trials,
+        pool,
+        n=config.examples,
+        max_steps=max_steps,
+        seed=config.seed,
+        replan_share=replan_share,
+        randomise_pool=randomise_pool,
+    )
+    log(
+        {
+            "event": "route_trials",
+            "seconds": round(trial_s, 1),
+            **built.stats,
+            "by_family": trial_table(problems, trials),
+        }
+    )
+    ckpt_id = registry.new_id("warmup")
+    out = checkpoint_dir(home, ckpt_id)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "route_trials.jsonl").open("w", encoding="utf-8") as f:
+        for p in problems:
+            for t in trials[str(p.id)]:
+                f.write(
+                    json.dumps({"problem": p.id, "family": p.metadata.get("family"), **dataclasses.asdict(t)}) + "\n"
+                )
+    metrics = run_warmup(built.examples, base_model=base_model, out_dir=out, config=config)
+    metrics.update(route_trials=built.stats, route_trial_seconds=round(trial_s, 1))
+    return registry.add(
+        id=ckpt_id,
+        parent_id=None,
+        stage="warmup",
+        base_model=str(base_model.name),
+        path=out,
+        config={
+            "warmup": dataclasses.asdict(config),
+            "curriculum": "mixed",
+            "replan_share": replan_share,
+            "randomise_pool": randomise_pool,
+            **(provenance or {}),
+        },
+        metrics=metrics,
+        data_window={"problems": len(problems), "problems_sha256": problems_digest(problems)},
+    )
+
+
+def trial_table(problems: list[Problem], trials: dict[str, list[RouteTrial]]) -> dict[str, dict[str, str]]:
+    """Per family, per worker: right/tried of its candidate route (the question itself for a tool is a
+    candidate too, listed as `worker(question)`)."""
+    table: dict[str, dict[str, list[int]]] = {}
+    for p in problems:
+        family = str(p.metadata.get("family", p.kind))
+        for t in trials[str(p.id)]:
+            key = f"{t.worker}(question)" if t.subtask == QUESTION_REF else t.worker
+            cell = table.setdefault(family, {}).setdefault(key, [0, 0])
+            cell[0] += int(t.correct)
+            cell[1] += 1
+    return {f: {k: f"{a}/{b}" for k, (a, b) in sorted(cells.items())} for f, cells in sorted(table.items())}

@@ -1,0 +1,195 @@
+"""Warm-up examples for a pool whose routes differ: candidate plans tried on each problem, kept by reward.
+
+For every training problem and a random subset of the pool (renumbered: the paper's pool
+randomisation, so a plan must follow the descriptions it is shown, not remembered ids), the
+candidates are the one-step plans each worker of that subset could run: a model answers the question;
+the calculator computes the problem's candidate expression; python runs its candidate program. Each
+candidate is *run* (the tools in their sandbox, the models by batched greedy or sampled generation at
+the worker's own settings) and scored by the problem's verifier. Only candidates that earned reward 1
+become examples, one drawn uniformly among them. No rule, label or prompt line names the route of a
+kind: a facts question goes to a model because no tool's candidate answered it, a letter count to
+python because the models' answers were wrong and the program's right (rejection sampling with the
+reference as the filter, as in expert iteration).
+
+Replan examples teach the paper's recursion on the same verified material: shown a workflow and its
+failed result (a tool that found nothing to run, a model's wrong answer), the target is a verified
+workflow; shown a verified workflow and its answer, the target is three empty lists (keep it).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from conductor.config.pool import Pool, WorkerSpec
+from conductor.domain.problem import Problem
+from conductor.domain.prompts import (
+    QUESTION_REF,
+    WorkerCard,
+    build_plan_messages,
+    build_replan_messages,
+    build_step_messages,
+    expand_question,
+)
+from conductor.domain.workflow import Workflow
+from reward_pipeline.verifiers.routing import verifier_for
+
+__all__ = ["ANSWER_HINT", "RouteExamples", "RouteTrial", "build_route_examples", "pool_subsets", "try_routes"]
+
+ANSWER_HINT = "Give the final answer."
+
+#: Answers a batch of subtasks as one worker: (worker, subtasks) -> responses, in order.
+Answerer = Callable[[WorkerSpec, list[str]], list[str]]
+#: Runs a tool worker on a step's messages (the gateway's own tool path).
+ToolRunner = Callable[[str, list[dict[str, Any]]], str]
+
+
+@dataclass
+class RouteTrial:
+    """One candidate one-step route of one problem, run and scored."""
+
+    worker: str
+    subtask: str  #: as the Conductor writes it ({question} where the question goes)
+    answer: str
+    correct: bool
+
+
+@dataclass
+class RouteExamples:
+    examples: list[dict[str, Any]]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def _candidates(problem: Problem, workers: Sequence[WorkerSpec]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for w in workers:
+        if not w.is_tool:
+            out.append((w.name, f"{QUESTION_REF} {ANSWER_HINT}"))
+        elif w.model == "tool/calculator" and isinstance(problem.metadata.get("expression"), str):
+            out.append((w.name, problem.metadata["expression"]))
+        elif w.model == "tool/python" and isinstance(problem.metadata.get("program"), str):
+            out.append((w.name, problem.metadata["program"]))
+        # A tool given the question itself: a candidate that fails (nothing to compute), kept for replans.
+        if w.is_tool:
+            out.append((w.name, QUESTION_REF))
+    return out
+
+
+def try_routes(
+    problems: Sequence[Problem], pool: Pool, *, answer: Answerer, tool: ToolRunner
+) -> dict[str, list[RouteTrial]]:
+    """Every one-step candidate of every problem over the whole pool, run and scored: problem id -> trials."""
+    trials: dict[str, list[RouteTrial]] = {str(p.id): [] for p in problems}
+    by_worker: dict[str, list[tuple[Problem, str]]] = {}
+    for p in problems:
+        for name, subtask in _candidates(p, pool.workers):
+            by_worker.setdefault(name, []).append((p, subtask))
+    for name, items in by_worker.items():
+        spec = pool.worker(name)
+        texts = [expand_question(s, p.question) for p, s in items]
+        if spec.is_tool:
+            answers = [tool(spec.model, build_step_messages(t, [])) for t in texts]
+        else:
+            answers = answer(spec, texts)
+        for (p, subtask), text in zip(items, answers, strict=True):
+            verifier = verifier_for(p)
+            correct = bool(verifier and p.answer is not None and verifier.verify(text, p).correct)
+            trials[str(p.id)].append(RouteTrial(name, subtask, text, correct))
+    return trials
+
+
+def pool_subsets(pool: Pool, rng: random.Random, *, keep: float = 0.7, full_share: float = 0.3) -> list[WorkerSpec]:
+    """A random subset of the pool in a random order (ids renumbered), with at least one model; with
+    probability ``full_share`` the pool as deployed, so the production prompt is seen as it is."""
+    if rng.random() < full_share:
+        return list(pool.workers)
+    while True:
+        chosen = [w for w in pool.workers if rng.random() < keep]
+        if any(not w.is_tool for w in chosen):
+            rng.shuffle(chosen)
+            return chosen
+
+
+def _model_calls(pool: Pool, trial: RouteTrial) -> int:
+    return 0 if pool.worker(trial.worker).is_tool else 1
+
+
+def _cards(workers: Sequence[WorkerSpec]) -> list[WorkerCard]:
+    return [WorkerCard(w.name, w.description, w.is_tool) for w in workers]
+
+
+def _one_step(workers: Sequence[WorkerSpec], trial: RouteTrial) -> Workflow:
+    index = [w.name for w in workers].index(trial.worker)
+    return Workflow.from_lists([index], [trial.subtask], [[]])
+
+
+def build_route_examples(
+    problems: Sequence[Problem],
+    trials: dict[str, list[RouteTrial]],
+    pool: Pool,
+    *,
+    n: int,
+    max_steps: int,
+    seed: int,
+    replan_share: float = 0.0,
+    randomise_pool: bool = True,
+) -> RouteExamples:
+    """``n`` prompt/completion pairs (TRL's conversational format): first-round plans, and with
+    ``replan_share`` that share of replan rounds. A problem none of whose candidates in the drawn subset
+    earned reward contributes nothing that time (another problem is drawn)."""
+    rng = random.Random(seed)
+    examples: list[dict[str, Any]] = []
+    routes: dict[str, int] = {}
+    replans = {"correct": 0, "keep": 0}
+    attempts = 0
+    while len(examples) < n and attempts < 50 * n:
+        attempts += 1
+        problem = problems[rng.randrange(len(problems))]
+        workers = pool_subsets(pool, rng) if randomise_pool else list(pool.workers)
+        names = {w.name for w in workers}
+        mine = [t for t in trials[str(problem.id)] if t.worker in names]
+        good = [t for t in mine if t.correct]
+        if not good:
+            continue
+        cards = _cards(workers)
+        # At equal reward the cheaper route: a tool spends no tokens. (Among the routes that earned reward 1,
+        # the ones with the fewest model calls; a choice by cost, whatever the kind of question.)
+        cheapest = min(_model_calls(pool, t) for t in good)
+        good = [t for t in good if _model_calls(pool, t) == cheapest]
+        target = rng.choice(good)
+        family = str(problem.metadata.get("family", problem.kind))
+        if rng.random() < replan_share:
+            bad = [t for t in mine if not t.correct]
+            keep = not bad or rng.random() < 0.5
+            previous = target if keep else rng.choice(bad)
+            prompt = build_replan_messages(
+                problem.question,
+                cards,
+                previous=_one_step(workers, previous),
+                previous_answer=previous.answer,
+                max_steps=max_steps,
+                style="compact",
+            )
+            if keep:
+                completion = Workflow.from_lists([], [], []).to_python()
+            else:
+                completion = _one_step(workers, rng.choice(good)).to_python()
+            replans["keep" if keep else "correct"] += 1
+        else:
+            prompt = build_plan_messages(problem.question, cards, max_steps=max_steps, style="compact")
+            completion = _one_step(workers, target).to_python()
+            key = f"{family}:{'tool' if pool.worker(target.worker).is_tool else 'model'}:{target.worker}"
+            routes[key] = routes.get(key, 0) + 1
+        examples.append({"prompt": prompt, "completion": [{"role": "assistant", "content": completion}]})
+    solved = sum(1 for p in problems if any(t.correct for t in trials[str(p.id)]))
+    return RouteExamples(
+        examples,
+        {
+            "problems": len(problems),
+            "solved_by_some_route": solved,
+            "routes": dict(sorted(routes.items())),
+            "replans": replans,
+        },
+    )
