@@ -11,6 +11,7 @@ from typing import Any
 
 from conductor.config.pool import Pool
 from conductor.domain.problem import Problem
+from conductor.store.lineage import TENANTS_KEY
 from reward_pipeline.training.checkpoints import CheckpointView, Registry
 from reward_pipeline.training.warmup import WarmupConfig, build_examples, run_warmup
 
@@ -57,5 +58,6 @@ def warmup_stage(
         path=out,
         config={"warmup": dataclasses.asdict(config), **(provenance or {})},
         metrics=metrics,
-        data_window={"problems": len(problems), "problems_sha256": problems_digest(problems)},
+        # Benchmark and generated problems, no tenant's traffic.
+        data_window={"problems": len(problems), "problems_sha256": problems_digest(problems), TENANTS_KEY: []},
     )
