@@ -33,8 +33,8 @@ def list_tenants() -> None:
         try:
             default = runtime.settings.train_on_tenant_data
             with runtime.sessions() as s:
-                keys = dict(s.execute(select(ApiKey.tenant_id, func.count()).group_by(ApiKey.tenant_id)).tuples())
-                jobs = dict(s.execute(select(Job.tenant_id, func.count()).group_by(Job.tenant_id)).tuples())
+                keys = {t: n for t, n in s.execute(select(ApiKey.tenant_id, func.count()).group_by(ApiKey.tenant_id))}
+                jobs = {t: n for t, n in s.execute(select(Job.tenant_id, func.count()).group_by(Job.tenant_id))}
                 for t in s.scalars(select(Tenant).order_by(Tenant.name)):
                     trains = "yes" if may_train(t.train_on_data, default) else "no"
                     typer.echo(

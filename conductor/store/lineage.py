@@ -63,4 +63,4 @@ def tenant_names(s: Session, ids: frozenset[str]) -> dict[str, str]:
     """Names of the tenants that still exist (a deleted tenant is known by its id alone)."""
     if not ids:
         return {}
-    return dict(s.execute(select(Tenant.id, Tenant.name).where(Tenant.id.in_(sorted(ids)))).tuples().all())
+    return {tid: name for tid, name in s.execute(select(Tenant.id, Tenant.name).where(Tenant.id.in_(sorted(ids))))}

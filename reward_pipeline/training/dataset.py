@@ -155,7 +155,7 @@ def build_dataset(sessions: sessionmaker[Session], flt: TraceFilter = TraceFilte
             query = query.where(Job.tenant_id == flt.tenant_id)
         if flt.job_ids is not None:
             query = query.where(Job.id.in_(flt.job_ids))
-        found = list(s.execute(query).tuples())
+        found = list(s.execute(query))
         dataset = Dataset(groups=[])
         triples = []
         for rnd, chain, job, choice in found:
