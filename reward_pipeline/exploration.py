@@ -2,7 +2,7 @@
 
 A user's job without a reference runs one sample; one sample is no GRPO group. For a share
 (`exploration_rate`) of such jobs of tenants that agreed (`Tenant.exploration is True`; a tenant
-never asked is off), the score task, which runs on the `reward` queue only after finalize has
+never asked is off) and whose traces may train the Conductor (`conductor.domain.consent`), the score task, which runs on the `reward` queue only after finalize has
 committed the user's answer, submits an *exploration job*: the same problem, G-1 more Conductor
 samples, `explore_of` = the user's job, at the feeder's lowest priority. When it finishes, the
 group judge scores the user's sample and the G-1 others together (`group_rewards.judge_job`).
@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from conductor.app.service import JobSpec, Service
+from conductor.domain.consent import may_train
 from conductor.domain.problem import Problem
 from conductor.domain.states import JobStatus
 from conductor.store import queries
@@ -62,6 +63,8 @@ def explore(service: Service, job_id: str, rng: random.Random | None = None) -> 
         tenant = s.get(Tenant, job.tenant_id)
         if tenant is None or tenant.exploration is not True:
             return None
+        if not may_train(tenant.train_on_data, settings.train_on_tenant_data):
+            return None  # samples that may never train are spending for nothing
         tenant_id, options = job.tenant_id, _inherited(job.options or {})
     if (rng or random).random() >= settings.exploration_rate:
         return None

@@ -1,4 +1,4 @@
-"""Celery beat: the periodic work (the reaper, the Batch API sweep, the retrain trigger).
+"""Celery beat: the periodic work (the reaper, the Batch API sweep, the retrain trigger, retention).
 
 Exactly one beat may run: two would enqueue every periodic task twice. With a Redis broker
 the running beat holds a Redis lock that a background thread renews every third of its TTL; a
@@ -44,6 +44,12 @@ def beat_schedule(settings: Settings) -> dict:
             "options": {"expires": max(settings.batch_sweep_s, 1.0)},
         },
     }
+    if settings.retention_days is not None:
+        schedule["retention"] = {
+            "task": TaskName.RETENTION.value,
+            "schedule": settings.retention_check_s,
+            "options": {"expires": settings.retention_check_s},
+        }
     if settings.retrain_enabled:
         schedule["retrain-check"] = {"task": TaskName.RETRAIN_CHECK.value, "schedule": settings.retrain_check_s}
     return schedule

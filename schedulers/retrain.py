@@ -1,4 +1,5 @@
-"""The retrain trigger beat runs: start a training cycle when enough new rewarded traces exist.
+"""The retrain trigger beat runs: start a training cycle when enough new rewarded traces exist
+(counting only traces the cycle may train on: tenants that said no are left out).
 
 Single-flight across the cluster: the check holds a Redis lock (when there is a Redis) and a
 PostgreSQL advisory lock, and starts nothing while a cycle is queued or running, so two beats
@@ -14,7 +15,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.config.settings import Settings
-from conductor.store.models import Reward, TrainingCycle
+from conductor.store.models import Job, Reward, TrainingCycle
+from conductor.store.queries import trainable_jobs
 
 LOCK_KEY = "conductor:retrain:check"
 ADVISORY_KEY = 7261002
@@ -53,7 +55,12 @@ def maybe_start_retrain(sessions: sessionmaker[Session], settings: Settings, sen
             if s.scalar(select(func.count()).select_from(TrainingCycle).where(TrainingCycle.status.in_(LIVE))):
                 return "a cycle is already queued or running"
             last = s.scalar(select(func.max(TrainingCycle.created_at)))
-            new = select(func.count()).select_from(Reward).where(Reward.chain_id.is_not(None))
+            new = (
+                select(func.count())
+                .select_from(Reward)
+                .join(Job, Reward.job_id == Job.id)
+                .where(Reward.chain_id.is_not(None), trainable_jobs(settings.train_on_tenant_data))
+            )
             if last is not None:
                 new = new.where(Reward.created_at > last)
             count = int(s.scalar(new) or 0)

@@ -26,6 +26,7 @@ class TaskName(StrEnum):
     BATCH_READ = "conductor.batch_read"
     BATCH_FINALIZE = "conductor.batch_finalize"
     BATCH_SWEEP = "conductor.batch_sweep"
+    RETENTION = "conductor.retention"
 
 
 QUEUES = tuple(q.value for q in Queue)
@@ -47,4 +48,5 @@ ROUTES: dict[str, dict[str, str]] = {
     TaskName.BATCH_READ: {"queue": Queue.DEFAULT},
     TaskName.BATCH_FINALIZE: {"queue": Queue.DEFAULT},
     TaskName.BATCH_SWEEP: {"queue": Queue.DEFAULT},
+    TaskName.RETENTION: {"queue": Queue.DEFAULT},
 }

@@ -17,6 +17,7 @@ from schedulers.health import record_reaper_run
 from tasks.batches import register_batches
 from tasks.dispatch import Dispatcher, effects_of, set_starter
 from tasks.names import QUEUES, TaskName
+from tasks.retention import register_retention
 from tasks.scoring import register_scoring
 from tasks.training import register_training
 from tasks.webhooks import notify_job, register_webhooks, resend_overdue
@@ -128,6 +129,7 @@ def register(app: Celery, runtime: Runtime) -> None:
     register_scoring(app, runtime)
     register_webhooks(app, runtime)
     register_training(app, runtime)
+    register_retention(app, runtime)
     pipe = Pipeline(app, runtime)
     register_batches(app, runtime, pipe.dispatch)
     # Whoever submits through this app starts the jobs itself: no solve hop (`Dispatcher.submit`).

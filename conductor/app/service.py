@@ -324,10 +324,17 @@ class Service:
         """One JSONL line per Conductor round with everything a GRPO trainer needs.
 
         Rounds of evaluation jobs are left out unless asked for: training on the benchmark
-        that gates a checkpoint would make the gate meaningless.
+        that gates a checkpoint would make the gate meaningless. So are the rounds of tenants
+        whose traces may not train the Conductor.
         """
         with out.open("w") as fh:
-            return batch_stream.write_traces(self.sessions, fh, trace_line, include_eval=include_eval)
+            return batch_stream.write_traces(
+                self.sessions,
+                fh,
+                trace_line,
+                include_eval=include_eval,
+                train_on_tenant_data=self.settings.train_on_tenant_data,
+            )
 
 
 def _transient(exc: Exception) -> bool:

@@ -125,6 +125,17 @@ def set_exploration(sessions: sessionmaker[Session], tenant_name: str, agreed: b
         return tenant.id
 
 
+def set_training(sessions: sessionmaker[Session], tenant_name: str, agreed: bool | None) -> str:
+    """Let a tenant's traces train the Conductor (True), forbid it (False), or leave it to the
+    deployment's `train_on_tenant_data` (None). Applies to traces already stored too."""
+    with sessions.begin() as s:
+        tenant = s.scalar(select(Tenant).where(Tenant.name == tenant_name))
+        if tenant is None:
+            raise NotFound(f"no tenant {tenant_name}")
+        tenant.train_on_data = agreed
+        return tenant.id
+
+
 def revoke_key(sessions: sessionmaker[Session], prefix: str) -> int:
     with sessions.begin() as s:
         rows = s.scalars(select(ApiKey).where(ApiKey.prefix == prefix, ApiKey.revoked.is_(False))).all()

@@ -390,6 +390,9 @@ def _register_subcommands() -> None:
     from conductor.cli import api as cli_api
 
     cli_api.register(app)
+    from conductor.cli import tenants as cli_tenants
+
+    cli_tenants.register(app)
 
 
 _register_subcommands()

@@ -268,6 +268,7 @@ def dataset(
             tenant_id=tenant,
             reward_sources=sources,
             use_feedback=sources is None or "feedback" in sources,
+            train_on_tenant_data=runtime.settings.train_on_tenant_data,
         )
         data = build_dataset(runtime.sessions, flt)
         if out is not None:
@@ -342,23 +343,37 @@ def export_checkpoint(
 
 @checkpoints_app.command("list")
 def list_checkpoints() -> None:
-    """Every checkpoint with its stage, status and headline metrics."""
+    """Every checkpoint with its stage, status, gate verdict and the tenants whose data trained it."""
+    from reward_pipeline.training.checkpoints import trained_on_tenants
+
     with errors_to_exit_codes():
-        _, registry = _registry()
+        runtime, registry = _registry()
+        tenants = trained_on_tenants(runtime.sessions)
         for c in registry.list():
             gate = c.gate or {}
             verdict = "" if not gate else ("gate passed" if gate.get("passed") else "gate failed")
-            typer.echo(f"{c.id}  {c.status:9}  stage={c.stage}  parent={c.parent_id or '-'}  {verdict}")
+            who = ",".join(tenants[c.id]["tenants"]) or "-"
+            if not tenants[c.id]["complete"]:
+                who += " (and unrecorded)"
+            typer.echo(f"{c.id}  {c.status:9}  stage={c.stage}  parent={c.parent_id or '-'}  tenants={who}  {verdict}")
 
 
 @checkpoints_app.command("show")
-def show_checkpoint(checkpoint_id: str) -> None:
-    """One checkpoint: config, dataset window, metrics and the gate's decision with its numbers."""
+def show_checkpoint(
+    checkpoint_id: str | None = typer.Argument(None, help="One checkpoint (default: every checkpoint)."),
+) -> None:
+    """A checkpoint (or every one): config, dataset window, metrics, the gate's decision with its numbers,
+    and `trained_on`: the tenants whose data trained it, itself and through its ancestors."""
     import dataclasses
 
+    from reward_pipeline.training.checkpoints import trained_on_tenants
+
     with errors_to_exit_codes():
-        _, registry = _registry()
-        echo_json(dataclasses.asdict(registry.get(checkpoint_id)))
+        runtime, registry = _registry()
+        tenants = trained_on_tenants(runtime.sessions)
+        views = [registry.get(checkpoint_id)] if checkpoint_id else registry.list()
+        shown = [{**dataclasses.asdict(v), "trained_on": tenants[v.id]} for v in views]
+        echo_json(shown[0] if checkpoint_id else shown)
 
 
 @checkpoints_app.command("promote")

@@ -163,6 +163,18 @@ class Settings(BaseSettings):
     retrain_dev_limit: int | None = Field(
         None, ge=1, description="Gate a beat cycle on the first N dev problems only (default: all of them)."
     )
+    train_on_tenant_data: bool = Field(
+        True,
+        description="Whether a tenant that never said (`conductor tenants training NAME on|off`) lets its traces "
+        "train the Conductor (datasets, beat cycles, the online loop, exploration).",
+    )
+    retention_days: float | None = Field(
+        None,
+        gt=0,
+        description="Texts of ended jobs older than this (questions, answers, plans, step outputs, judge texts), "
+        "files and webhook deliveries are removed by beat; usage numbers stay. Unset: kept forever.",
+    )
+    retention_check_s: float = Field(3600.0, gt=0, description="How often beat applies `retention_days`.")
     max_staleness: int = Field(
         2, ge=0, description="Most promotions between a trace's policy and the active one that training accepts."
     )

@@ -73,6 +73,9 @@ class Tenant(Base):
     webhook_secret: Mapped[str | None] = mapped_column(String(200))
     # Production-traffic exploration: None = never asked (off), True = opted in, False = opted out.
     exploration: Mapped[bool | None] = mapped_column(Boolean)
+    # Whether its traces may train the Conductor: None = never said (the deployment's
+    # `train_on_tenant_data` decides), True = yes, False = no (revision 0009).
+    train_on_data: Mapped[bool | None] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -180,6 +183,8 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When retention removed this job's texts (question, answers, plans, outputs); its numbers stay.
+    texts_removed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     chains: Mapped[list[Chain]] = relationship(back_populates="job", order_by="Chain.id")
 

@@ -10,13 +10,13 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, func, or_, select
+from sqlalchemy import ColumnElement, exists, func, or_, select
 from sqlalchemy.orm import Session
 
 from conductor.domain.errors import NotFound
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB, JobStatus, RoundKind, RoundStatus
-from conductor.store.models import Chain, Checkpoint, Job, Judgement, Reward, Round
+from conductor.store.models import Chain, Checkpoint, Job, Judgement, Reward, Round, Tenant
 
 VERIFIER = "verifier"  #: `Reward.source` of rewards a verifier wrote (not a user's feedback)
 #: The sources the scorer writes (a verifier's verdict, and the paper's 0 for an unparseable plan).
@@ -182,3 +182,13 @@ def exploration_spent_since(s: Session, since: datetime) -> tuple[int, float]:
         select(*_spend(Judgement)).where(Judgement.exploration.is_(True), Judgement.created_at >= since)
     ).one()
     return int(tokens) + int(j_tokens), float(usd) + float(j_usd)
+
+
+def trainable_jobs(default: bool) -> ColumnElement[bool]:
+    """A `WHERE` on jobs: those whose traces may train the Conductor (`conductor.domain.consent`)."""
+    agreed = (
+        or_(Tenant.train_on_data.is_(True), Tenant.train_on_data.is_(None))
+        if default
+        else Tenant.train_on_data.is_(True)
+    )
+    return or_(Job.tenant_id.is_(None), Job.tenant_id.in_(select(Tenant.id).where(agreed)))

@@ -14,6 +14,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.domain.errors import NotFound, TrainingError
+from conductor.store import lineage
 from conductor.store.models import Checkpoint
 
 
@@ -138,3 +139,24 @@ class Registry:
         with self.sessions.begin() as s:
             s.execute(update(Checkpoint).where(Checkpoint.id == current.id).values(status=CheckpointStatus.RETIRED))
         return None
+
+
+def trained_on_tenants(sessions: sessionmaker[Session]) -> dict[str, dict[str, Any]]:
+    """Per checkpoint, the tenants whose data trained it, by name (`id (deleted)` once a tenant is gone):
+    `own` (its dataset; None where it recorded none), `tenants` (with its ancestors'), and `complete`
+    (False where it or an ancestor was trained before lineage was recorded: more may have)."""
+    with sessions() as s:
+        found = lineage.trained_on(s)
+        names = lineage.tenant_names(s, frozenset(t for c in found.values() for t in c.tenants))
+
+    def named(ids: frozenset[str] | None) -> list[str] | None:
+        return None if ids is None else sorted(names.get(t, f"{t} (deleted)") for t in ids)
+
+    return {
+        cid: {
+            "own": named(c.own),
+            "tenants": named(c.tenants),
+            "complete": c.own is not None and not c.unknown_ancestry,
+        }
+        for cid, c in found.items()
+    }

@@ -6,7 +6,9 @@ settings (temperature, top-p) and the policy version. Its reward is the round's 
 it has one (an unparseable plan: 0), else its chain's final reward (a recursive chain's rounds
 share it, as in the paper). The G samples of a job form a group.
 
-Excluded and counted: rounds of evaluation and gate jobs, rounds without ids or logprobs,
+Excluded and counted: rounds of tenants whose traces may not train the Conductor (their own choice,
+else the deployment's `train_on_tenant_data`; `conductor.domain.consent`), whatever else the filter
+asks for, rounds of evaluation and gate jobs, rounds without ids or logprobs,
 ids/logprobs of different lengths, sampling that cannot be reproduced (no temperature recorded,
 top-p below 1, top-k set), chains that ended on an infrastructure failure, rows staler than the
 allowed number of promotions, rounds with no reward yet, and rewards from sources the filter
@@ -31,8 +33,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from conductor.domain.consent import may_train
 from conductor.domain.errors import InputError
-from conductor.store.models import Chain, Checkpoint, Job, Reward, Round
+from conductor.store.lineage import TENANTS_KEY
+from conductor.store.models import Chain, Checkpoint, Job, Reward, Round, Tenant
 
 BASE_VERSION = "base"
 REWARD_SOURCES = ("verifier", "judge", "feedback", "parse")
@@ -61,6 +65,8 @@ class TraceFilter:
     use_feedback: bool = True
     #: Keep only rows whose reward came from these sources (None: all of them).
     reward_sources: frozenset[str] | None = None
+    #: The deployment's `train_on_tenant_data`: whether a tenant that never said lets its traces train.
+    train_on_tenant_data: bool = True
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,8 @@ class Row:
     source: str = "verifier"  #: where the reward came from: verifier | judge | feedback | parse
     #: The regex the completion was sampled under (None: unconstrained); the trainer masks with it too.
     grammar: str | None = None
+    #: Whose traffic it was (None: the system's own jobs); a checkpoint records these as its lineage.
+    tenant_id: str | None = None
 
 
 @dataclass
@@ -87,6 +95,11 @@ class Dataset:
     @property
     def rows(self) -> list[Row]:
         return [r for g in self.groups for r in g]
+
+    @property
+    def tenant_ids(self) -> list[str]:
+        """The tenants whose data this dataset trains on (the system's own jobs have none)."""
+        return sorted({r.tenant_id for r in self.rows if r.tenant_id is not None})
 
     def stats(self) -> dict[str, Any]:
         rows = self.rows
@@ -101,6 +114,7 @@ class Dataset:
             "completion_tokens": sum(len(r.completion_ids) for r in rows),
             "reward_by_source": reward_by_source(rows),
             "excluded": dict(self.excluded),
+            TENANTS_KEY: self.tenant_ids,
         }
 
 
@@ -126,9 +140,10 @@ def build_dataset(sessions: sessionmaker[Session], flt: TraceFilter = TraceFilte
     with sessions() as s:
         ages = policy_ages(s)
         query = (
-            select(Round, Chain, Job)
+            select(Round, Chain, Job, Tenant.train_on_data)
             .join(Chain, Round.chain_id == Chain.id)
             .join(Job, Round.job_id == Job.id)
+            .outerjoin(Tenant, Job.tenant_id == Tenant.id)
             .where(Round.kind.in_(("plan", "replan")), Chain.parent_step_id.is_(None))
             .order_by(Round.job_id, Round.id)
         )
@@ -140,9 +155,15 @@ def build_dataset(sessions: sessionmaker[Session], flt: TraceFilter = TraceFilte
             query = query.where(Job.tenant_id == flt.tenant_id)
         if flt.job_ids is not None:
             query = query.where(Job.id.in_(flt.job_ids))
-        triples = list(s.execute(query))
+        found = list(s.execute(query))
+        dataset = Dataset(groups=[])
+        triples = []
+        for rnd, chain, job, choice in found:
+            if job.tenant_id is not None and not may_train(choice, flt.train_on_tenant_data):
+                dataset.excluded["no_training_consent"] += 1
+            else:
+                triples.append((rnd, chain, job))
         rewards = _rewards(s, {j.id for _, _, j in triples}, flt.use_feedback)
-    dataset = Dataset(groups=[])
     by_job: dict[str, list[Row]] = defaultdict(list)
     for rnd, chain, job in triples:
         row = _row(rnd, chain, job, rewards, ages, flt, dataset.excluded)
@@ -229,6 +250,7 @@ def _row(
         reward=float(reward),
         source=source,
         grammar=_grammar(sampling),
+        tenant_id=job.tenant_id,
     )
 
 

@@ -16,6 +16,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session, load_only, selectinload, sessionmaker
 
 from conductor.domain.errors import InputError
+from conductor.store import queries
 from conductor.store.models import Batch, Chain, Job, Reward, Round, new_id, utcnow
 
 CHUNK = 1000
@@ -153,14 +154,17 @@ def write_traces(
     line: Callable[[Round, list[Reward]], dict[str, Any]],
     *,
     include_eval: bool = False,
+    train_on_tenant_data: bool = True,
 ) -> int:
     """Every Conductor round as a JSONL line, `CHUNK` rounds at a time: chain and job joined in,
-    steps and the chunk's rewards fetched with one query each."""
+    steps and the chunk's rewards fetched with one query each. The export is training data: rounds
+    of tenants whose traces may not train the Conductor are left out (`conductor.domain.consent`)."""
     count = 0
     with sessions() as s:
         q = (
             select(Round)
-            .where(Round.completion_text.is_not(None))
+            .join(Job, Round.job_id == Job.id)
+            .where(Round.completion_text.is_not(None), queries.trainable_jobs(train_on_tenant_data))
             .order_by(Round.id)
             .options(selectinload(Round.chain).selectinload(Chain.job), selectinload(Round.steps))
             .execution_options(yield_per=CHUNK)

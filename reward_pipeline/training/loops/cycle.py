@@ -94,7 +94,13 @@ def _cycle(
     load_adapter: Any,
 ) -> dict[str, Any]:
     until = datetime.now(UTC)
-    dataset = build_dataset(service.sessions, TraceFilter(since=since, until=until, max_staleness=config.max_staleness))
+    flt = TraceFilter(
+        since=since,
+        until=until,
+        max_staleness=config.max_staleness,
+        train_on_tenant_data=service.settings.train_on_tenant_data,
+    )
+    dataset = build_dataset(service.sessions, flt)
     groups, too_stale = enforce_staleness_cap(dataset.groups, config.max_staleness)
     stats: dict[str, Any] = {
         "dataset": dataset.stats(),

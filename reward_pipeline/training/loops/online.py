@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from conductor.domain.problem import Problem
 from conductor.inference.gateway import Gateway
+from conductor.store.lineage import TENANTS_KEY
 from conductor.store.models import TrainingCycle
 from reward_pipeline.training.checkpoints import CheckpointView, Registry
 from reward_pipeline.training.dataset import TraceFilter, build_dataset
@@ -82,7 +83,9 @@ def iteration(
     """Rollouts under `policy`, GRPO on exactly those traces, the new adapter saved as a checkpoint."""
     ctx.serving.activate(ctx.gateway, policy.version, policy.adapter, temperature=cfg.train_temperature)
     batch = ctx.rollouts.run(problems, samples=cfg.samples, options={"train": name})
-    dataset = build_dataset(ctx.rollouts.service.sessions, TraceFilter(job_ids=frozenset(batch.job_ids)))
+    service = ctx.rollouts.service
+    flt = TraceFilter(job_ids=frozenset(batch.job_ids), train_on_tenant_data=service.settings.train_on_tenant_data)
+    dataset = build_dataset(service.sessions, flt)
     summary = ctx.trainer.train(dataset.groups)
     version = ctx.registry.new_id("grpo")
     out = save_adapter(ctx.trainer.model, ctx.trainer.tokenizer, checkpoint_dir(ctx.home, version))
@@ -96,7 +99,12 @@ def iteration(
         path=out,
         config={"online": asdict(cfg), "trl": _trl_fields(ctx.trainer.config)},
         metrics=metrics,
-        data_window={"jobs": batch.job_ids, "problems_sha256": problems_digest(list(problems)), "staleness": 0},
+        data_window={
+            "jobs": batch.job_ids,
+            "problems_sha256": problems_digest(list(problems)),
+            "staleness": 0,
+            TENANTS_KEY: dataset.tenant_ids,
+        },
     )
     ctx.log({"event": "iteration", "name": name, "version": version, **metrics["rollouts"], **summary})
     return Policy(version, out), metrics

@@ -13,6 +13,7 @@ from typing import Any
 from conductor.config.pool import Pool
 from conductor.domain.problem import Problem
 from conductor.domain.prompts import QUESTION_REF
+from conductor.store.lineage import TENANTS_KEY
 from reward_pipeline.training.checkpoints import CheckpointView, Registry
 from reward_pipeline.training.routes import Answerer, RouteTrial, ToolRunner, build_route_examples, try_routes
 from reward_pipeline.training.warmup import WarmupConfig, build_examples, run_warmup
@@ -60,7 +61,8 @@ def warmup_stage(
         path=out,
         config={"warmup": dataclasses.asdict(config), **(provenance or {})},
         metrics=metrics,
-        data_window={"problems": len(problems), "problems_sha256": problems_digest(problems)},
+        # Benchmark and generated problems, no tenant's traffic.
+        data_window={"problems": len(problems), "problems_sha256": problems_digest(problems), TENANTS_KEY: []},
     )
 
 
@@ -128,7 +130,8 @@ def route_warmup_stage(
             **(provenance or {}),
         },
         metrics=metrics,
-        data_window={"problems": len(problems), "problems_sha256": problems_digest(problems)},
+        # Generated and benchmark problems, no tenant's traffic.
+        data_window={"problems": len(problems), "problems_sha256": problems_digest(problems), TENANTS_KEY: []},
     )
 
 

@@ -1,0 +1,146 @@
+"""Retention: the texts of ended jobs older than `retention_days` are removed; their numbers stay.
+
+Removed, per job: the question and reference (the problem becomes a placeholder question and its
+kind), answers and errors of the job, its chains, rounds and steps, the Conductor's prompts and
+completions (token ids and logprobs are the same text in other form), the workflows' subtasks
+(their workers and access lists stay), step outputs, the texts verifiers and judges left in
+reward details, judgement errors, the Responses API's instructions and metadata, and the webhook
+deliveries about the job. Across the store: files (rows and bytes on disk), webhook deliveries and
+cached worker answers older than the cutoff. Kept: every count, token number, cost, latency,
+status and reward value, so `conductor usage` and `/metrics` read the same afterwards.
+
+A job is done once (`Job.texts_removed_at`), a bounded number per run, so beat's task stays short
+and a backlog is worked off run by run. Jobs still in flight and files of batches still running
+are left alone whatever their age.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete, null, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from conductor.config.settings import Settings
+from conductor.domain.states import TERMINAL_BATCH
+from conductor.store.models import (
+    Batch,
+    CallCacheEntry,
+    Chain,
+    File,
+    Job,
+    Judgement,
+    Reward,
+    Round,
+    Step,
+    WebhookAttempt,
+    WebhookDelivery,
+)
+from conductor.store.queries import TERMINAL
+
+#: What a removed text reads as where the column cannot be empty.
+REMOVED = "[removed by retention]"
+#: Job options a caller wrote in their own words (the Responses API's).
+USER_TEXT_OPTIONS = ("instructions", "metadata")
+
+
+@dataclass(frozen=True)
+class RetentionReport:
+    jobs: int = 0
+    files: int = 0
+    webhook_deliveries: int = 0
+    cached_answers: int = 0
+
+
+def run_retention(sessions: sessionmaker[Session], settings: Settings, now: datetime | None = None) -> RetentionReport:
+    """Apply the deployment's `retention_days` (nothing when it is unset)."""
+    if settings.retention_days is None:
+        return RetentionReport()
+    cutoff = (now or datetime.now(UTC)) - timedelta(days=settings.retention_days)
+    return remove_texts_before(sessions, cutoff)
+
+
+def remove_texts_before(
+    sessions: sessionmaker[Session], cutoff: datetime, *, chunk: int = 200, max_jobs: int = 10_000
+) -> RetentionReport:
+    jobs = deliveries = 0
+    while jobs < max_jobs:
+        with sessions.begin() as s:
+            ids = list(
+                s.scalars(
+                    select(Job.id)
+                    .where(Job.created_at < cutoff, Job.texts_removed_at.is_(None), Job.status.in_(TERMINAL))
+                    .limit(chunk)
+                )
+            )
+            if not ids:
+                break
+            deliveries += _strip_jobs(s, ids)
+        jobs += len(ids)
+    with sessions.begin() as s:
+        deliveries += _delete_deliveries(s, WebhookDelivery.created_at < cutoff)
+        cached = s.execute(delete(CallCacheEntry).where(CallCacheEntry.created_at < cutoff)).rowcount  # type: ignore[attr-defined]
+        paths = _delete_files(s, cutoff)
+    for path in paths:
+        path.unlink(missing_ok=True)
+    return RetentionReport(jobs, len(paths), deliveries, cached or 0)
+
+
+def _strip_jobs(s: Session, ids: list[str]) -> int:
+    """Remove the texts of these jobs; returns how many webhook deliveries about them went."""
+    for job in s.scalars(select(Job).where(Job.id.in_(ids))):
+        kind = (job.problem or {}).get("kind")
+        job.problem = {"question": REMOVED, **({"kind": kind} if kind else {})}
+        job.options = {k: v for k, v in (job.options or {}).items() if k not in USER_TEXT_OPTIONS}
+        job.answer, job.error, job.texts_removed_at = None, None, datetime.now(UTC)
+    s.execute(update(Chain).where(Chain.job_id.in_(ids)).values(question=REMOVED, answer=None, error=None))
+    for rnd in s.scalars(select(Round).where(Round.job_id.in_(ids), Round.workflow.is_not(None))):
+        rnd.workflow = _without_subtasks(rnd.workflow or {})
+    s.execute(
+        update(Round)
+        .where(Round.job_id.in_(ids))
+        .values(
+            prompt_messages=null(),
+            prompt_token_ids=null(),
+            completion_text=None,
+            completion_token_ids=null(),
+            completion_logprobs=null(),
+            parse_error=None,
+            answer=None,
+            error=None,
+        )
+    )
+    s.execute(update(Step).where(Step.job_id.in_(ids)).values(subtask=REMOVED, output=None, error=None))
+    for reward in s.scalars(select(Reward).where(Reward.job_id.in_(ids))):
+        reward.details = _numbers_only(reward.details or {})
+    s.execute(update(Judgement).where(Judgement.job_id.in_(ids)).values(error=None))
+    return _delete_deliveries(s, WebhookDelivery.subject_id.in_(ids))
+
+
+def _without_subtasks(workflow: dict[str, Any]) -> dict[str, Any]:
+    subtasks = workflow.get("subtasks")
+    return {**workflow, "subtasks": [REMOVED] * len(subtasks)} if isinstance(subtasks, list) else workflow
+
+
+def _numbers_only(details: dict[str, Any]) -> dict[str, Any]:
+    """A reward's numbers and flags (what training reads: `failed`) and its `kind`; no quoted text."""
+    return {k: v for k, v in details.items() if k == "kind" or v is None or isinstance(v, bool | int | float)}
+
+
+def _delete_deliveries(s: Session, where: Any) -> int:
+    ids = select(WebhookDelivery.id).where(where)
+    s.execute(delete(WebhookAttempt).where(WebhookAttempt.delivery_id.in_(ids)))
+    return int(s.execute(delete(WebhookDelivery).where(WebhookDelivery.id.in_(ids))).rowcount or 0)  # type: ignore[attr-defined]
+
+
+def _delete_files(s: Session, cutoff: datetime) -> list[Path]:
+    ended = [st.value for st in TERMINAL_BATCH]
+    in_use = select(Batch.input_file_id).where(Batch.status.is_not(None), Batch.status.not_in(ended))
+    old = select(File).where(File.created_at < cutoff, File.id.not_in(in_use.where(Batch.input_file_id.is_not(None))))
+    rows = list(s.scalars(old))
+    for row in rows:
+        s.delete(row)
+    return [Path(r.path) for r in rows if r.path]

@@ -1,0 +1,89 @@
+"""Retention: past `retention_days` a job's texts are gone from the database and the files directory,
+its usage numbers stay, and newer jobs are untouched. The API over an in-process worker (SQLite and
+PostgreSQL), scripted models, a real webhook receiver; "forty days ago" is every row written before a
+moment, moved forty days back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import MetaData, create_engine, select, update
+
+from conductor.app.retention import REMOVED, run_retention
+from conductor.config.settings import Settings
+from schedulers.beat import beat_schedule
+from tasks.names import TaskName
+from tests.support.dumps import database_text, files_text
+from tests.support.tenant_data import api_with_hooks, fill
+
+
+def _age(url: str, before: datetime, by: timedelta) -> None:
+    """Every row of every table written before `before` now reads as written `by` earlier."""
+    engine = create_engine(url)
+    meta = MetaData()
+    meta.reflect(engine)
+    with engine.begin() as conn:  # row by row: SQLite has no date arithmetic on its text timestamps
+        for table in meta.tables.values():
+            if "created_at" not in table.c:
+                continue
+            key = list(table.primary_key.columns)
+            for row in conn.execute(select(*key, table.c.created_at).where(table.c.created_at < before)):
+                where = [c == v for c, v in zip(key, row[:-1], strict=True)]
+                conn.execute(update(table).where(*where).values(created_at=row[-1] - by))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'conductor.db'}"
+        return
+    yield request.getfixturevalue("pg_url")
+
+
+def test_old_jobs_lose_their_texts_and_keep_their_numbers_while_new_jobs_are_untouched(tmp_path, database_url):
+    with api_with_hooks(tmp_path, database_url) as (client, receiver, settings):
+        old = fill(client, "acme", "OLDTEXT-GONE-0a0a", receiver.url)
+        time.sleep(0.05)
+        moment = datetime.now(UTC)
+        time.sleep(0.05)
+        new = fill(client, "acme", "NEWTEXT-KEPT-1b1b", receiver.url)
+        deadline = time.monotonic() + 30
+        while len(receiver.requests) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        api = client.app.state.api  # type: ignore[attr-defined]
+        h = {"Authorization": f"Bearer {new.key}"}
+        jobs_before = {j: client.get(f"/v1/jobs/{j}", headers=h).json() for j in old.job_ids + new.job_ids}
+        usage_before = api.service.usage(tenant_id=old.tenant_id)
+        _age(database_url, moment, timedelta(days=40))
+        before = database_text(database_url) + files_text(settings.files_path)
+
+        report = run_retention(api.sessions, Settings(home=tmp_path, database_url=database_url, retention_days=30))
+        again = run_retention(api.sessions, Settings(home=tmp_path, database_url=database_url, retention_days=30))
+        after = database_text(database_url) + files_text(settings.files_path)
+        jobs_after = {j: client.get(f"/v1/jobs/{j}", headers=h).json() for j in old.job_ids + new.job_ids}
+        usage_after = api.service.usage(tenant_id=old.tenant_id)
+
+    assert before.count(old.marker) > 10 and before.count(new.marker) > 10
+    assert old.marker not in after
+    assert after.count(new.marker) == before.count(new.marker)  # the newer jobs are whole
+    assert report.jobs == 5 and report.files == 2 and report.webhook_deliveries >= 2 and report.cached_answers >= 1
+    assert again.jobs == again.files == again.webhook_deliveries == 0  # nothing is done twice
+    assert usage_after == usage_before  # tokens, cost, calls and counts by status
+    for job_id in new.job_ids:
+        assert jobs_after[job_id] == jobs_before[job_id]
+    for job_id in old.job_ids:
+        was, now = jobs_before[job_id], jobs_after[job_id]
+        assert was["answer"] and now["answer"] is None and now["status"] == was["status"] == "done"
+        assert now["usage"] == was["usage"] and now.get("model_calls") == was.get("model_calls")
+    assert REMOVED in after
+
+
+def test_beat_runs_retention_only_when_a_retention_is_set(tmp_path):
+    assert "retention" not in beat_schedule(Settings(home=tmp_path))
+    entry = beat_schedule(Settings(home=tmp_path, retention_days=30, retention_check_s=600))["retention"]
+    assert entry["task"] == TaskName.RETENTION.value and entry["schedule"] == 600
