@@ -245,7 +245,7 @@ class Transitions:
         if last is None or (last.step_index > 0 and last.access):  # it may have computed what a model wrote
             return None
         spec = next((w for w in self.pool.workers if w.name == last.worker_name), None)
-        if spec is None or not spec.is_tool:
+        if spec is None or not spec.is_tool or spec.is_mcp_tool:  # an MCP tool's arguments are no expression
             return None
         chain = s.get_one(Chain, chain_id)
         return None if uses_numbers_of(expand_question(last.subtask, chain.question), chain.question) else chain

@@ -128,3 +128,27 @@ def test_a_conductor_step_cap_lowers_the_global_one_and_never_raises_it():
     assert local.step_cap(2) == 2, "a lower global cap still wins"
     uncapped = local.model_copy(update={"conductor": local.conductor.model_copy(update={"max_steps": None})})
     assert uncapped.step_cap(5) == 5
+
+
+def test_a_pool_declares_mcp_servers_whose_tools_are_workers(tmp_path):
+    path = tmp_path / "pool.yaml"
+    path.write_text(
+        "conductor: {model: hosted_vllm/conductor}\n"
+        "workers:\n"
+        "  - {name: clock, model: mcp/time/get_current_time, timeout_s: 5}\n"
+        "  - {name: search, model: mcp/docs/search/v2, description: searches the manuals}\n"
+        "mcp_servers:\n"
+        "  time: {command: python, args: [-m, mcp_server_time], env: {TZ: UTC}}\n"
+        "  docs: {url: 'https://docs.example/mcp', headers_env: {Authorization: DOCS_TOKEN}, connect_timeout_s: 5}\n"
+    )
+
+    pool = load_pool(path)
+
+    clock, search = pool.workers
+    assert clock.is_tool and clock.is_mcp_tool and search.is_mcp_tool
+    assert clock.description == "The tool 'get_current_time' of the MCP server 'time'.", "until its server says more"
+    assert search.description == "searches the manuals"
+    assert pool.mcp_servers["time"].args == ["-m", "mcp_server_time"]
+    assert pool.mcp_servers["docs"].address == "https://docs.example/mcp"
+    with pytest.raises(ConfigError, match="DOCS_TOKEN"):
+        pool.mcp_servers["docs"].http_headers()
