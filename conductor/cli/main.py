@@ -390,6 +390,9 @@ def _register_subcommands() -> None:
     from conductor.cli import api as cli_api
 
     cli_api.register(app)
+    from conductor.cli import mcp_serve as cli_mcp
+
+    app.add_typer(cli_mcp.app, name="mcp")
 
 
 _register_subcommands()
