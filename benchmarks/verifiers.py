@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from conductor.domain.problem import Problem
-from reward_pipeline.sandbox import detect_isolation
+from conductor.sandbox import detect_isolation
 from reward_pipeline.verifiers.base import Verifier
 from reward_pipeline.verifiers.code_exec import CodeVerifier
 from reward_pipeline.verifiers.math_equiv import MathVerifier, MathWorkerPool

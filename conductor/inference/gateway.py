@@ -46,6 +46,7 @@ from conductor.inference.openai_compatible import OpenAICompatible, eligible
 from conductor.inference.policy import ActivePolicy, ActivePolicyCache, lora_name
 from conductor.inference.pricing import Pricing
 from conductor.inference.vllm_server import TOKEN_ID_EXTRA_BODY, TOKEN_ID_PREFIX, completion_token_ids_and_logprobs
+from conductor.sandbox import run_tool_program
 
 log = logging.getLogger(__name__)
 
@@ -429,7 +430,7 @@ class Gateway:
     def _run_tool(spec: ModelSpec, messages: list[dict], *, label: str) -> Completion:
         # No limiter slot, no retries needed: a tool is local, deterministic and free.
         started = time.perf_counter()
-        text = run_tool(spec.model, messages)
+        text = run_tool(spec.model, messages, execute=run_tool_program)
         return Completion(
             text=text, model=spec.model, worker=label, latency_s=time.perf_counter() - started, served_by=label
         )

@@ -89,7 +89,8 @@ def calculator_plan(problem: Problem, workers: Sequence[WorkerCard]) -> tuple[st
     """The one-step plan that gives the pool's calculator the problem's expression, if the calculator
     then answers the reference; None when there is no calculator, no expression or no match."""
     expression = problem.metadata.get("expression")
-    # The calculator is the only tool there is (conductor.domain.tools); the check below runs it anyway.
+    # The first tool is taken for the calculator (the bundled pools list it before the python tool); the
+    # check below runs the calculator on the expression anyway.
     tool = next((i for i, w in enumerate(workers) if w.is_tool), None)
     if tool is None or not isinstance(expression, str) or problem.answer is None:
         return None

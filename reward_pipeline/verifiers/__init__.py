@@ -18,6 +18,7 @@ from reward_pipeline.verifiers.math_equiv import MathVerifier, MathWorkerPool
 from reward_pipeline.verifiers.mc import MultipleChoiceVerifier, extract_choice
 from reward_pipeline.verifiers.number import NumberVerifier, extract_final_number
 from reward_pipeline.verifiers.routing import verifier_for
+from reward_pipeline.verifiers.text import TextVerifier, normalize_answer
 
 __all__ = [
     "CodeVerifier",
@@ -27,6 +28,7 @@ __all__ = [
     "MathWorkerPool",
     "MultipleChoiceVerifier",
     "NumberVerifier",
+    "TextVerifier",
     "Verdict",
     "Verifier",
     "build_program",
@@ -37,6 +39,7 @@ __all__ = [
     "extract_final_number",
     "feedback_score",
     "last_number",
+    "normalize_answer",
     "parse_judge_score",
     "parse_number",
     "verdict_from_feedback",

@@ -29,7 +29,7 @@ class Verdict:
     """Whether an answer is right, which verifier said so, and the evidence."""
 
     correct: bool
-    verifier: str  # "math", "number", "mc", "code", "judge", "feedback"
+    verifier: str  # "math", "number", "mc", "code", "text", "judge", "feedback"
     reason: str  # one human sentence, e.g. "extracted 42, expected 42"
     details: dict[str, Any] = field(default_factory=dict)
     score: float | None = None  # graded score in [0, 1] where the verifier has one

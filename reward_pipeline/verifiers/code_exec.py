@@ -1,5 +1,5 @@
 """Code verifier: run a model's Python against the problem's tests in the sandbox
-(`reward_pipeline.sandbox`) and pass it only if every test ran and passed.
+(`conductor.sandbox`) and pass it only if every test ran and passed.
 
 Program layout: [HumanEval prompt, when the answer needs it] + candidate code + tests
 [+ ``check(entry_point)``] + a completion marker. The marker is a random token printed after the
@@ -19,7 +19,7 @@ from typing import Any
 
 from conductor.domain.errors import VerifierError
 from conductor.domain.problem import Problem
-from reward_pipeline.sandbox import SandboxLimits, SandboxSetupError, run_python, source_line
+from conductor.sandbox import SandboxLimits, SandboxSetupError, run_python, source_line
 from reward_pipeline.verifiers.base import Verdict
 
 __all__ = ["CodeVerifier", "build_program", "extract_code"]

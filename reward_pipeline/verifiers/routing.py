@@ -10,6 +10,7 @@ from reward_pipeline.verifiers.code_exec import CodeVerifier
 from reward_pipeline.verifiers.math_equiv import MathVerifier
 from reward_pipeline.verifiers.mc import MultipleChoiceVerifier
 from reward_pipeline.verifiers.number import NumberVerifier
+from reward_pipeline.verifiers.text import TextVerifier
 
 __all__ = ["verifier_for"]
 
@@ -30,7 +31,8 @@ def verifier_for(problem: Problem, *, judge: Verifier | None = None) -> Verifier
 
     code (tests present) -> code; mc (choices, or a bare letter answer) -> mc; math with a
     plain-number reference or a GSM8K source -> number; other math (or an untyped LaTeX
-    answer) -> math; a rubric (or a text problem with a reference) -> ``judge`` if given.
+    answer) -> math; text with a reference -> text (normalised short-answer match), unless it also
+    has a rubric and a ``judge`` is given; a rubric -> ``judge`` if given.
     """
     kind = problem.kind
     if problem.tests and kind in (None, "code"):
@@ -43,6 +45,8 @@ def verifier_for(problem: Problem, *, judge: Verifier | None = None) -> Verifier
         if "gsm8k" in _source(problem) or is_plain_number(problem.answer) or "####" in problem.answer:
             return NumberVerifier()
         return MathVerifier()
-    if judge is not None and (problem.rubric or (kind == "text" and problem.answer)):
+    if kind == "text" and problem.answer and not (problem.rubric and judge is not None):
+        return TextVerifier()
+    if judge is not None and problem.rubric:
         return judge
     return None

@@ -130,6 +130,16 @@ def test_a_conductor_step_cap_lowers_the_global_one_and_never_raises_it():
     assert uncapped.step_cap(5) == 5
 
 
+def test_the_local_pool_offers_the_python_tool_after_the_workers_its_adapter_learned():
+    local = load_pool(BUNDLED / "local.yaml")
+
+    names = [w.name for w in local.workers]
+    assert names == ["smol-precise", "smol-creative", "calculator", "python"], "indices the shipped adapter uses"
+    python = local.worker("python")
+    assert python.is_tool and python.model == "tool/python"
+    assert "not a model" in python.description
+
+
 def test_a_pool_declares_mcp_servers_whose_tools_are_workers(tmp_path):
     path = tmp_path / "pool.yaml"
     path.write_text(

@@ -11,7 +11,7 @@ from conductor.domain.problem import Problem
 from conductor.domain.prompts import QUESTION_REF
 from reward_pipeline.training.warmup import build_examples, calculator_plan
 
-POOL = load_pool()  # the bundled local pool: two SmolLM2 workers and the calculator
+POOL = load_pool()  # the bundled local pool: two SmolLM2 workers, the calculator and the python tool
 QUESTIONS = [
     Problem(question=f"Tom has {i} apples and buys 3 more. How many apples does he have now?") for i in range(40)
 ]
@@ -53,7 +53,7 @@ def test_an_expression_is_never_asked_of_the_calculator():
 
 def test_which_worker_computes_is_left_to_grpo():
     computed_by = Counter(p.steps[1].worker for p in _plans() if "arithmetic expression" in p.steps[0].subtask)
-    assert set(computed_by) == {0, 1, 2}
+    assert set(computed_by) == set(range(len(POOL.workers))), "every worker, the tools too"
 
 
 def test_the_warmup_trains_in_float32_whatever_trl_defaults_to(tmp_path):

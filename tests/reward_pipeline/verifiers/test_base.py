@@ -13,6 +13,7 @@ from reward_pipeline.verifiers import (
     MathVerifier,
     MultipleChoiceVerifier,
     NumberVerifier,
+    TextVerifier,
     Verdict,
     Verifier,
     extract_boxed,
@@ -93,6 +94,7 @@ def judge_stub() -> JudgeVerifier:
         (Problem(question="q", kind="math", answer="x #### 7"), NumberVerifier),
         (Problem(question="q", kind="math", answer=r"\frac{1}{2}"), MathVerifier),
         (Problem(question="q", answer=r"(3, \frac{\pi}{2})"), MathVerifier),
+        (Problem(question="q", kind="text", answer="Paris"), TextVerifier),
     ],
 )
 def test_verifier_for_routes_by_kind_and_reference(problem, expected):
@@ -122,7 +124,7 @@ def test_uncheckable_problems_get_no_verifier(problem):
 
 def test_every_verifier_satisfies_the_protocol():
     for v in (CodeVerifier(), MathVerifier(), NumberVerifier(), MultipleChoiceVerifier(), judge_stub(),
-              FeedbackVerifier()):  # fmt: skip
+              FeedbackVerifier(), TextVerifier()):  # fmt: skip
         assert isinstance(v, Verifier) and isinstance(v.name, str)
 
 

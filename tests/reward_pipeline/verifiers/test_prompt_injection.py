@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conductor.domain.problem import Problem
-from reward_pipeline.sandbox import detect_isolation
+from conductor.sandbox import detect_isolation
 from reward_pipeline.verifiers import CodeVerifier, verifier_for
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,11 +12,12 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from conductor.domain.errors import SandboxSetupError
-from reward_pipeline.sandbox.model import Isolation, SandboxLimits, SandboxResult
+from conductor.sandbox.model import Isolation, SandboxLimits, SandboxResult
 
 SETUP_FAILED_MARK = "conductor-sandbox: setup failed"
 _SETUP_EXIT = 125
@@ -65,7 +66,7 @@ def _own_process_count() -> int:
     return n
 
 
-def _limits_preexec(limits: SandboxLimits, *, shared_uid: bool):
+def _limits_preexec(limits: SandboxLimits, *, shared_uid: bool) -> Callable[[], None]:
     cpu = limits.effective_cpu_s
     nproc = limits.max_processes
     if shared_uid and os.geteuid() != 0:
@@ -131,7 +132,7 @@ def _kill_uid(python: str, uid: int) -> None:
 
 
 def _rmtree(path: Path) -> None:
-    def onerror(func, p, _exc):  # the program may have chmod-ed things read-only
+    def onerror(func: Callable[[str], object], p: str, _exc: object) -> None:  # may have been chmod-ed read-only
         try:
             os.chmod(p, 0o700)
             func(p)
@@ -286,7 +287,7 @@ def _exit_status(rc: int, *, ns: bool, timed_out: bool) -> tuple[int | None, int
     return None, rc
 
 
-def _feed(proc: subprocess.Popen, data: bytes) -> None:
+def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
     assert proc.stdin is not None
     try:
         proc.stdin.write(data)

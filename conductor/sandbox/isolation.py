@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from conductor.domain.errors import SandboxSetupError
-from reward_pipeline.sandbox.model import Isolation, SandboxLimits
-from reward_pipeline.sandbox.runner import run_in
+from conductor.sandbox.model import Isolation, SandboxLimits
+from conductor.sandbox.runner import run_in
 
 _PROBE_SOURCE = r"""
 import errno, json, os, socket, sys

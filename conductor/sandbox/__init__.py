@@ -1,4 +1,5 @@
-"""Run untrusted Python (model-written code plus its tests) in a sandboxed subprocess.
+"""Run untrusted Python in a sandboxed subprocess: model-written code plus its tests (the code verifier)
+and the python tool's programs (`run_tool_program`, called by the gateway).
 
 Model output is never executed in the calling process. Each run gets:
 
@@ -41,17 +42,20 @@ killed by signal N is reported as exit code 128+N and decoded back to ``signal=N
 from __future__ import annotations
 
 from conductor.domain.errors import SandboxSetupError
-from reward_pipeline.sandbox.isolation import detect_isolation
-from reward_pipeline.sandbox.model import Isolation, SandboxLimits, SandboxResult, source_line
-from reward_pipeline.sandbox.runner import run_in
+from conductor.sandbox.isolation import detect_isolation
+from conductor.sandbox.model import Isolation, SandboxLimits, SandboxResult, source_line
+from conductor.sandbox.runner import run_in
+from conductor.sandbox.tool import PYTHON_TOOL_LIMITS, run_tool_program
 
 __all__ = [
+    "PYTHON_TOOL_LIMITS",
     "Isolation",
     "SandboxLimits",
     "SandboxResult",
     "SandboxSetupError",
     "detect_isolation",
     "run_python",
+    "run_tool_program",
     "source_line",
 ]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conductor.domain.problem import Problem
-from reward_pipeline.sandbox import SandboxLimits, detect_isolation, run_python
+from conductor.sandbox import SandboxLimits, detect_isolation, run_python
 from reward_pipeline.verifiers.code_exec import CodeVerifier
 
 FAST = SandboxLimits(wall_time_s=5.0, memory_bytes=256 << 20, max_processes=32)
