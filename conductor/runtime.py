@@ -74,6 +74,9 @@ class Runtime:
         )
         if self.settings.follow_active_checkpoint:
             gateway.follow(ActivePolicyCache(self._read_active_policy, ttl_s=self.settings.policy_refresh_s))
+        # The Conductor's prompt shows each MCP tool as its server describes it: asked once per process,
+        # on the sessions the calls will use.
+        gateway.mcp.describe(self.pool)
         return gateway
 
     def _read_active_policy(self) -> ActivePolicy | None:
@@ -94,5 +97,7 @@ class Runtime:
         _ = self.db
 
     def close(self) -> None:
+        if "gateway" in self.__dict__:
+            self.gateway.close()
         if "db" in self.__dict__:
             self.db.dispose()

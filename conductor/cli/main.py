@@ -393,6 +393,9 @@ def _register_subcommands() -> None:
     from conductor.cli import tenants as cli_tenants
 
     cli_tenants.register(app)
+    from conductor.cli import mcp_serve as cli_mcp
+
+    app.add_typer(cli_mcp.app, name="mcp")
 
 
 _register_subcommands()

@@ -6,13 +6,16 @@ is the "Model i" index the Conductor sees; when the Conductor is `in_pool` it is
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from conductor.config.mcp_servers import McpServerSpec
 from conductor.domain.errors import ConfigError
+from conductor.domain.mcp_tools import MCP_PROVIDER, split_model, undescribed
 from conductor.domain.prompts import WorkerCard
 from conductor.domain.tools import TOOL_PROVIDER, TOOLS
 
@@ -45,7 +48,7 @@ class ModelSpec(BaseModel):
     model: str = Field(
         min_length=3,
         description="litellm model string, e.g. openai/gpt-5, hosted_vllm/qwen, local/smollm2-135m-instruct; "
-        "or a tool worker, e.g. tool/calculator",
+        "or a tool worker, e.g. tool/calculator, or a tool of an MCP server the pool declares, mcp/<server>/<tool>",
     )
     api_base: str | None = None
     api_key_env: str | None = Field(
@@ -73,7 +76,11 @@ class ModelSpec(BaseModel):
 
 class WorkerSpec(ModelSpec):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
-    description: str = Field(min_length=1, description="What the Conductor is told this model is good at.")
+    description: str = Field(
+        min_length=1,
+        description="What the Conductor is told this model is good at; an MCP tool's defaults to the tool's own "
+        "description, as its server lists it.",
+    )
     fallback: str | None = Field(None, description="Worker to call when this one fails after its retries.")
 
     @field_validator("model")
@@ -82,11 +89,27 @@ class WorkerSpec(ModelSpec):
         provider, _, name = v.partition("/")
         if provider == TOOL_PROVIDER and name not in TOOLS:
             raise ValueError(f"unknown tool {name!r}; tools: {sorted(TOOLS)}")
+        if provider == MCP_PROVIDER:
+            split_model(v)
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mcp_tool_described_by_its_server(cls, data: Any) -> Any:
+        # A placeholder until the server is asked (the gateway replaces it), so every worker has a description.
+        model = data.get("model") if isinstance(data, dict) else None
+        if isinstance(model, str) and model.startswith(f"{MCP_PROVIDER}/") and not data.get("description"):
+            with contextlib.suppress(ValueError):  # a malformed model string is the model field's error
+                return {**data, "description": undescribed(model)}
+        return data
 
     @property
     def is_tool(self) -> bool:
-        return self.provider == TOOL_PROVIDER
+        return self.provider in (TOOL_PROVIDER, MCP_PROVIDER)
+
+    @property
+    def is_mcp_tool(self) -> bool:
+        return self.provider == MCP_PROVIDER
 
 
 class ConductorSpec(ModelSpec):
@@ -121,7 +144,7 @@ class ConductorSpec(ModelSpec):
     @field_validator("model")
     @classmethod
     def _not_a_tool(cls, v: str) -> str:
-        if v.startswith(f"{TOOL_PROVIDER}/"):
+        if v.startswith((f"{TOOL_PROVIDER}/", f"{MCP_PROVIDER}/")):
             raise ValueError("the Conductor must be a model; tools can only be workers")
         return v
 
@@ -140,6 +163,9 @@ class Pool(BaseModel):
     fallback_worker: str | None = Field(
         None, description="Worker that answers alone when every plan failed to parse (settings may override)."
     )
+    mcp_servers: dict[str, McpServerSpec] = Field(
+        default_factory=dict, description="MCP servers by name, whose tools workers call as mcp/<server>/<tool>."
+    )
 
     @model_validator(mode="after")
     def _check_names(self) -> Pool:
@@ -156,6 +182,11 @@ class Pool(BaseModel):
                 raise ValueError(f"workers.{w.name}.fallback: a worker cannot fall back to itself")
         if self.fallback_worker is not None and self.fallback_worker not in names:
             raise ValueError(f"fallback_worker: unknown worker {self.fallback_worker!r}")
+        for w in self.workers:
+            if w.is_mcp_tool and (server := split_model(w.model)[0]) not in self.mcp_servers:
+                raise ValueError(
+                    f"workers.{w.name}.model: unknown MCP server {server!r}; mcp_servers: {sorted(self.mcp_servers)}"
+                )
         return self
 
     # -- what the Conductor sees ------------------------------------------------------

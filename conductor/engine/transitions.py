@@ -245,8 +245,8 @@ class Transitions:
         if last is None or (last.step_index > 0 and last.access):  # it may have computed what a model wrote
             return None
         spec = next((w for w in self.pool.workers if w.name == last.worker_name), None)
-        # Only the calculator's input must hold the question's numbers: a program counts letters or
-        # sorts words of the question without writing one of its numbers.
+        # Only the calculator's input must hold the question's numbers: a program counts letters or sorts
+        # words of the question without writing one of them, and an MCP tool's arguments are no expression.
         if spec is None or spec.model != "tool/calculator":
             return None
         chain = s.get_one(Chain, chain_id)

@@ -3,7 +3,8 @@ gives the same answer, so it is made once.
 
 Users expect it (a batch re-run, a retried job, two workflows asking one worker the same thing), and it makes
 GRPO rollouts cheaper: the samples of one group often hand a worker the same subtask. Only what the model
-would return again is cached: temperature 0, no logprobs, no grammar; tools are not (they cost nothing).
+would return again is cached: temperature 0, no logprobs, no grammar; tools are not (they cost nothing, and
+an MCP tool's answer may change: the time, a search).
 Hosted APIs are left out unless asked (`all`): their models change under a fixed name, and their terms may
 not allow keeping outputs.
 """
@@ -16,6 +17,7 @@ from typing import Any, Literal, Protocol
 
 from conductor.config.pool import ModelSpec
 from conductor.domain.cached_answer import CachedAnswer
+from conductor.domain.mcp_tools import MCP_PROVIDER
 from conductor.domain.tools import TOOL_PROVIDER
 
 CallCacheMode = Literal["off", "self-hosted", "all"]
@@ -31,7 +33,7 @@ class CallCache(Protocol):
 
 
 def cacheable(spec: ModelSpec, mode: CallCacheMode) -> bool:
-    if mode == "off" or spec.provider == TOOL_PROVIDER or spec.temperature != 0:
+    if mode == "off" or spec.provider in (TOOL_PROVIDER, MCP_PROVIDER) or spec.temperature != 0:
         return False
     return mode == "all" or spec.provider in SELF_HOSTED_PROVIDERS or spec.api_base is not None
 

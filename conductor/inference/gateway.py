@@ -33,12 +33,15 @@ import openai
 from conductor.config.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
 from conductor.domain.cached_answer import CachedAnswer
 from conductor.domain.errors import ModelCallError, ModelServerUnreachable, RateLimited
+from conductor.domain.mcp_tools import MCP_PROVIDER
 from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.tools import TOOL_PROVIDER, run_tool
 from conductor.inference import local_backend
 from conductor.inference.call_cache import CallCache, CallCacheMode, cache_key
 from conductor.inference.completion import Completion
 from conductor.inference.grammar import behaviour_sampling, takes_grammar
+from conductor.inference.mcp_sessions import McpServerDown, McpSessions
+from conductor.inference.mcp_worker import McpTools
 from conductor.inference.openai_compatible import OpenAICompatible, eligible
 from conductor.inference.policy import ActivePolicy, ActivePolicyCache, lora_name
 from conductor.inference.pricing import Pricing
@@ -61,6 +64,7 @@ RETRYABLE = (
     litellm.exceptions.InternalServerError,
     litellm.exceptions.ServiceUnavailableError,
     litellm.exceptions.BadGatewayError,
+    McpServerDown,  # an MCP server that died or did not answer: the retry reopens its session
 )
 
 
@@ -183,6 +187,7 @@ class Gateway:
         self._active: ActivePolicyCache | None = None
         self._followed: str | None = None  #: the active checkpoint last acted on (None: none yet)
         self._pool_default = pool.conductor
+        self.mcp = McpTools(McpSessions(pool.mcp_servers))
 
     # -- public ------------------------------------------------------------------------
     def call_conductor(
@@ -294,6 +299,10 @@ class Gateway:
     def call_spec(self, spec: ModelSpec, messages: list[dict], *, label: str) -> Completion:
         return self._call_with_retries(spec, messages, label=label)
 
+    def close(self) -> None:
+        """Close the MCP sessions this process holds (their stdio servers exit)."""
+        self.mcp.sessions.close()
+
     # -- internals ---------------------------------------------------------------------
     def _cached_call(self, spec: WorkerSpec, messages: list[dict]) -> Completion:
         key = cache_key(spec, messages, self.cache_mode) if self.cache is not None else None
@@ -357,6 +366,9 @@ class Gateway:
     ) -> Completion:
         if spec.provider == TOOL_PROVIDER:
             return self._run_tool(spec, messages, label=label)
+        if spec.provider == MCP_PROVIDER:
+            with self.limiter.slot(spec, estimated_tokens=0):
+                return self.mcp.call(spec, messages, label=label)
         kwargs: dict[str, Any] = {
             "model": spec.model,
             "messages": messages,

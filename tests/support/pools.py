@@ -13,6 +13,7 @@ def scripted_pool(
     timeout_s: float = 10.0,
     fallback: str | None = None,
     extra_workers: list[dict] | None = None,
+    mcp_servers: dict[str, dict] | None = None,
 ) -> Pool:
     common = {"api_base": base_url, "retries": retries, "timeout_s": timeout_s}
     workers = [
@@ -37,5 +38,6 @@ def scripted_pool(
                 "policy_version": "scripted-v0",
             },
             "workers": workers,
+            "mcp_servers": mcp_servers or {},
         }
     )

@@ -138,3 +138,27 @@ def test_the_local_pool_offers_the_python_tool_after_the_workers_its_adapter_lea
     python = local.worker("python")
     assert python.is_tool and python.model == "tool/python"
     assert "not a model" in python.description
+
+
+def test_a_pool_declares_mcp_servers_whose_tools_are_workers(tmp_path):
+    path = tmp_path / "pool.yaml"
+    path.write_text(
+        "conductor: {model: hosted_vllm/conductor}\n"
+        "workers:\n"
+        "  - {name: clock, model: mcp/time/get_current_time, timeout_s: 5}\n"
+        "  - {name: search, model: mcp/docs/search/v2, description: searches the manuals}\n"
+        "mcp_servers:\n"
+        "  time: {command: python, args: [-m, mcp_server_time], env: {TZ: UTC}}\n"
+        "  docs: {url: 'https://docs.example/mcp', headers_env: {Authorization: DOCS_TOKEN}, connect_timeout_s: 5}\n"
+    )
+
+    pool = load_pool(path)
+
+    clock, search = pool.workers
+    assert clock.is_tool and clock.is_mcp_tool and search.is_mcp_tool
+    assert clock.description == "The tool 'get_current_time' of the MCP server 'time'.", "until its server says more"
+    assert search.description == "searches the manuals"
+    assert pool.mcp_servers["time"].args == ["-m", "mcp_server_time"]
+    assert pool.mcp_servers["docs"].address == "https://docs.example/mcp"
+    with pytest.raises(ConfigError, match="DOCS_TOKEN"):
+        pool.mcp_servers["docs"].http_headers()
