@@ -21,7 +21,7 @@ from conductor.config.pool import load_pool
 from conductor.domain.errors import InputError
 from conductor.domain.inputs import read_problems
 from conductor.domain.problem import Problem
-from conductor.domain.prompts import EXPRESSION_HINT
+from conductor.domain.prompts import EXPRESSION_HINT, PROGRAM_HINT
 from conductor.store.models import Reward
 from reward_pipeline.evaluation import majority_vote
 from reward_pipeline.evaluation.baselines import parse_method, parse_methods
@@ -34,11 +34,12 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 # p1: everyone right; p2: only the MoA aggregator (which sees the proposals) answers; p3: all
 # wrong; p4: multiple choice, everyone right. Expected accuracy: moa 3/4, the others 2/4.
+# Families (kinds of question) for the route table: a = p1, p2; b = p3, p4.
 PROBLEMS = [
-    {"id": "p1", "question": "What is 2 + 3? [say:5]", "answer": "5"},
-    {"id": "p2", "question": "What is 3 + 4? [moa-say:7]", "answer": "7"},
-    {"id": "p3", "question": "What is 4 + 4? [say:9]", "answer": "8"},
-    {"id": "p4", "question": "Which number is prime? [say:B]", "choices": ["4", "5"], "answer": "5"},
+    {"id": "p1", "question": "What is 2 + 3? [say:5]", "answer": "5", "metadata": {"family": "a"}},
+    {"id": "p2", "question": "What is 3 + 4? [moa-say:7]", "answer": "7", "metadata": {"family": "a"}},
+    {"id": "p3", "question": "What is 4 + 4? [say:9]", "answer": "8", "metadata": {"family": "b"}},
+    {"id": "p4", "question": "Which number is prime? [say:B]", "choices": ["4", "5"], "answer": "5", "metadata": {"family": "b"}},
 ]
 METHODS = "conductor,single:alpha,moa,router"
 
@@ -118,6 +119,17 @@ def test_eval_writes_table_json_and_plots_and_a_rerun_only_runs_new_pairs(tmp_pa
     lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines() if x.endswith("}")]
     assert len({(r["method"], r["problem_id"]) for r in lines}) == 16
 
+    # The route table: per family, per fixed route; the oracle router takes the best fixed route per family
+    # with hindsight (a: moa 2/2; b: 1/2 for every route, the first listed wins the tie).
+    routes = summary["route_table"]
+    assert routes["cells"]["a"]["moa"]["correct"] == 2 and routes["cells"]["a"]["single:alpha"]["correct"] == 1
+    assert routes["oracle"]["choice"] == {"a": "moa", "b": "single:alpha"}
+    assert (routes["oracle"]["correct"], routes["oracle"]["n"]) == (3, 4)
+    assert routes["best_fixed"] == "moa"
+    # The Conductor's first plans are named by their workers, per family.
+    assert sum(routes["routes"]["conductor|a"].values()) == 2
+    assert "Route table" in table and "oracle router" in table
+
 
 # -- pieces ------------------------------------------------------------------------------------
 def test_the_pareto_front_keeps_what_nothing_beats() -> None:
@@ -174,6 +186,15 @@ def test_the_tool_route_has_a_model_write_the_expression_and_a_tool_compute_it()
             parse_method(bad, pool)
     with pytest.raises(InputError, match="no tool worker"):
         parse_method("tool-route", scripted_pool("http://127.0.0.1:9/v1"))
+
+
+def test_the_python_route_has_a_model_write_a_program_and_the_python_tool_run_it() -> None:
+    pool = load_pool("local.yaml")  # smol-precise, smol-creative, calculator, python
+    p = Problem(question="How many r's are in 'strawberry'?", answer="3")
+    route = parse_method("tool-route:smol-precise:python", pool)
+    wf = route.job_args(p)["options"]["workflow"]
+    assert wf["model_id"] == [0, 3] and wf["access_list"] == [[], "all"]
+    assert wf["subtasks"][0].startswith(PROGRAM_HINT) and p.question in wf["subtasks"][0]
 
 
 def test_majority_vote_uses_the_verifiers_extraction() -> None:

@@ -47,12 +47,13 @@ def test_the_held_out_file_uses_templates_the_generator_never_writes() -> None:
     assert len(held) == 120
     assert {h["metadata"]["family"] for h in held} == set(FAMILIES)
     generated = mixed_problems(200, seed=0) + mixed_problems(200, seed=1)
-    # No held-out question shares its first three words with a generated one (arithmetic aside: its
-    # held-out file predates the curriculum and was already written from templates of its own).
-    starts = {" ".join(p.question.split()[:3]) for p in generated if p.metadata["family"] != "arithmetic"}
+    # No held-out question is generated, nor shares its first five words with a generated one (arithmetic
+    # aside: its held-out file predates the curriculum and was written from templates of its own).
+    assert {h["question"] for h in held}.isdisjoint({p.question for p in generated})
+    starts = {" ".join(p.question.split()[:5]) for p in generated if p.metadata["family"] != "arithmetic"}
     for h in held:
         if h["metadata"]["family"] != "arithmetic":
-            assert " ".join(h["question"].split()[:3]) not in starts, h["question"]
+            assert " ".join(h["question"].split()[:5]) not in starts, h["question"]
 
 
 def scripted_answers(right: set[str]):  # type: ignore[no-untyped-def]
@@ -92,7 +93,7 @@ def test_only_routes_that_earned_reward_become_plans_and_a_tool_wins_a_tie_with_
         assert any(t.correct and t.worker == worker for t in trials[str(p.id)]), (p.question, worker)
         if p.id == letters[0].id:
             assert worker == "python"  # right both ways: the route that spends no tokens
-    assert "facts:model:smol-precise" in built.stats["routes"]
+    assert any(k.startswith("facts:model:") for k in built.stats["routes"])
     assert not any(k.startswith("facts:tool") for k in built.stats["routes"])
 
 
