@@ -356,6 +356,34 @@ def list_checkpoints() -> None:
             if not tenants[c.id]["complete"]:
                 who += " (and unrecorded)"
             typer.echo(f"{c.id}  {c.status:9}  stage={c.stage}  parent={c.parent_id or '-'}  tenants={who}  {verdict}")
+        if registry.active() is None:
+            _echo_shipped(runtime.pool)
+
+
+def _echo_shipped(pool: Any) -> None:
+    """With no active checkpoint in this store, the Conductor is the pool's own: for the bundled pool, the
+    adapter shipped with it, whose record (command, gate, metrics) lies beside it."""
+    import json
+
+    adapter = pool.conductor.adapter_path()
+    record = adapter / "record.json" if adapter is not None else None
+    if record is None or not record.exists():
+        typer.echo(f"active policy: the pool's Conductor ({pool.conductor.model}, no adapter)")
+        return
+    rec = json.loads(record.read_text())
+    head = next((c for c in rec.get("lineage", []) if c.get("id") == rec.get("checkpoint")), {})
+    gate = head.get("gate") or {}
+    cand, base = gate.get("candidate") or {}, gate.get("active") or {}
+    typer.echo(
+        f"{rec.get('checkpoint')}  active    stage={head.get('stage', '-')}  shipped with the pool at {adapter}  "
+        f"gate {'passed' if gate.get('passed') else 'not recorded'}"
+    )
+    if cand:
+        typer.echo(
+            f"  dev set: accuracy {cand.get('correct')}/{cand.get('n')} vs {base.get('correct')}/{base.get('n')} "
+            f"({base.get('version')}), parse {cand.get('parsed')}/{cand.get('plans')}, "
+            f"{cand.get('tokens_per_question', 0):.0f} tokens a question; record: {record}"
+        )
 
 
 @checkpoints_app.command("show")
