@@ -62,10 +62,10 @@ def grammar_of(fmt: AnswerFormat) -> str:
     """The EBNF grammar of the answers `fmt` allows."""
     schema = fmt.decoding_schema()
     if schema is not None:
-        return _ebnf(json.dumps(schema, sort_keys=True), text_too=False)
+        return _ebnf(json.dumps(schema), text_too=False)
     if fmt.kind == "json_object":
         return _ebnf(json.dumps({"type": "object"}), text_too=False, strict=False)
-    return _ebnf(json.dumps(fmt.call_schema(), sort_keys=True), text_too=True)
+    return _ebnf(json.dumps(fmt.call_schema()), text_too=True)
 
 
 @lru_cache(maxsize=256)

@@ -8,16 +8,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import openai
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from api.app import create_app
+from conductor.config.pool import Pool
 from conductor.config.settings import Settings
 from tests.api.conftest import ApiHarness
+from tests.conftest import MODEL_HOME
 from tests.support.cluster import write_pool
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
@@ -265,3 +267,30 @@ def test_responses_refuses_what_it_cannot_honour(h: ApiHarness):
     ]:
         r = h.client.post("/v1/responses", json={"model": "conductor", "input": "hi", **extra}, headers=h.headers(key))
         assert r.status_code == 400 and named in r.json()["error"]["message"], r.text
+
+
+class Capital(BaseModel):
+    city: str = Field(max_length=24)
+    continent: Literal["Europe", "Asia", "Africa", "America", "Oceania"]
+
+
+@pytest.mark.slow
+def test_the_local_model_answers_parse_with_a_conforming_object(tmp_path: Path, server: ScriptedLLMServer):
+    if not (MODEL_HOME / "models" / "smollm2-135m-instruct" / "config.json").exists():
+        pytest.fail("the local model is missing: run `make model` (the test command does)")
+    (tmp_path / "models").symlink_to(MODEL_HOME / "models")
+    local = {"model": "local/smollm2-135m-instruct", "max_tokens": 48, "temperature": 0.0}
+    pool = scripted_pool(server.base_url).model_dump()
+    pool["workers"] = [{**local, "name": "smol", "description": "a small local model"}]
+    pool_file = write_pool(Pool.model_validate(pool), tmp_path / "pool.yaml")
+    settings = Settings(home=tmp_path, broker_url="memory://", pool_file=pool_file, recursion=False)
+    with TestClient(create_app(settings)) as http:
+        h = ApiHarness(http, server, tmp_path)
+        client = openai.OpenAI(base_url="http://testserver/v1", api_key=h.key("acme"), http_client=http, max_retries=0)
+        done = client.chat.completions.parse(
+            model="conductor",
+            messages=[{"role": "user", "content": "Which city is the capital of France?"}],
+            response_format=Capital,
+        )
+    parsed = done.choices[0].message.parsed
+    assert isinstance(parsed, Capital) and parsed.city
