@@ -9,7 +9,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from conductor.domain.errors import ConductorError, ConfigError, Conflict, InputError, NotFound, QuotaExceeded
+from conductor.domain.errors import (
+    AnswerFormatError,
+    ConductorError,
+    ConfigError,
+    Conflict,
+    InputError,
+    NotFound,
+    QuotaExceeded,
+)
 
 STATUS: list[tuple[type[ConductorError], int, str]] = [
     (NotFound, 404, "not_found_error"),
@@ -17,6 +25,8 @@ STATUS: list[tuple[type[ConductorError], int, str]] = [
     (Conflict, 409, "invalid_request_error"),
     (QuotaExceeded, 429, "rate_limit_error"),
     (ConfigError, 500, "server_error"),
+    # The workers' answer, not the request, is wrong: a gateway error, as for a failed job.
+    (AnswerFormatError, 502, "server_error"),
 ]
 
 

@@ -18,16 +18,18 @@ from api.errors import error_body
 from api.routes.models import model_names
 from api.schemas.chat import ChatCompletion, ChatCompletionRequest
 from api.schemas.common import ErrorResponse
-from conductor.app.openai_shapes import chat_completion, conductor_info, job_workflows
+from conductor.app.openai_shapes import answer_of, call_id, chat_completion, conductor_info, job_workflows
 from conductor.app.read_models import Usage
 from conductor.app.tenant_jobs import TenantJobs
-from conductor.domain.errors import NotFound
+from conductor.domain.answer_format import ToolCall
+from conductor.domain.errors import AnswerFormatError, NotFound
 from conductor.domain.states import JobStatus
 from conductor.store.models import Job
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 JOB_HEADER = "x-conductor-job-id"
 POLL_S = 0.1
+CHUNK_CHARS = 256
 ANSWERED = (JobStatus.DONE.value, JobStatus.BUDGET_EXCEEDED.value)
 
 
@@ -49,6 +51,7 @@ def _finished(api: TenantJobs, job_id: str) -> tuple[Job, list[dict[str, Any]]]:
 async def create_chat_completion(body: ChatCompletionRequest, request: Request, api: Api, who: ChatCaller) -> Any:
     if body.model not in model_names(request):
         raise NotFound(f"the model {body.model!r} does not exist; use one of {model_names(request)}")
+    answer_format = body.answer_format()  # 400 before anything is written
     messages = [m.model_dump() for m in body.messages]
     max_tokens = body.max_completion_tokens or body.max_tokens
     job_id = await asyncio.to_thread(
@@ -59,6 +62,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request, 
         max_tokens=max_tokens,
         effort=body.reasoning_effort,
         max_usd=body.max_usd,
+        answer_format=answer_format,
     )
     headers = {JOB_HEADER: job_id}
     if body.stream:
@@ -123,10 +127,23 @@ async def _stream(
             error_body(f"job {job_id} ended {job.status}: {job.error}", "server_error", code=f"job_{job.status}")
         )
         return
-    answer = job.answer or ""
-    for i in range(0, len(answer), 256):
-        yield _sse(chunk({"content": answer[i : i + 256]}))
-    finish = "length" if job.status == JobStatus.BUDGET_EXCEEDED.value else "stop"
+    try:
+        answer = answer_of(job)
+    except AnswerFormatError as exc:
+        yield _sse(error_body(f"job {job_id}: {exc}", "server_error", code="answer_format"))
+        return
+    if isinstance(answer, ToolCall):
+        # As OpenAI streams a call: its id and name first, then the arguments in pieces.
+        call = {"index": 0, "id": call_id(job), "type": "function", "function": {"name": answer.name, "arguments": ""}}
+        yield _sse(chunk({"tool_calls": [call]}))
+        arguments = answer.arguments_json
+        for i in range(0, len(arguments), CHUNK_CHARS):
+            yield _sse(chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments[i : i + CHUNK_CHARS]}}]}))
+        finish = "tool_calls"
+    else:
+        for i in range(0, len(answer.text), CHUNK_CHARS):
+            yield _sse(chunk({"content": answer.text[i : i + CHUNK_CHARS]}))
+        finish = "length" if job.status == JobStatus.BUDGET_EXCEEDED.value else "stop"
     yield _sse(chunk({}, finish, conductor=conductor_info(job, workflows)))
     if include_usage:
         yield _sse({**chunk({}), "choices": [], "usage": Usage.of(job).openai()})

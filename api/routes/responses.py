@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from api.deps import Api, ChatCaller
+from api.errors import error_body
 from api.routes.models import model_names
 from api.schemas.common import ErrorResponse
 from api.schemas.responses import ResponseCreate
@@ -29,7 +30,8 @@ SSE = {"Cache-Control": "no-cache"}
 async def create_response(body: ResponseCreate, request: Request, api: Api, who: ChatCaller) -> Any:
     if not body.store:
         raise InputError("store: false is not supported: every response is a stored job")
-    messages = responses.input_messages(body.input, body.instructions)  # 400 before anything is written
+    answer_format = body.answer_format()  # 400 before anything is written
+    messages = responses.input_messages(body.input, body.instructions)
     with api.sessions() as s:
         pin = responses.resolve_model(s, body.model, model_names(request))
     job_id = await asyncio.to_thread(
@@ -42,6 +44,7 @@ async def create_response(body: ResponseCreate, request: Request, api: Api, who:
         metadata=body.metadata,
         effort=body.reasoning.effort if body.reasoning else None,
         max_usd=body.max_usd,
+        answer_format=answer_format,
     )
     resp_id = responses.response_id(job_id)
     if body.stream:
@@ -54,6 +57,10 @@ async def create_response(body: ResponseCreate, request: Request, api: Api, who:
         if await request.is_disconnected():
             return JSONResponse({}, status_code=499)  # nobody listens; the job runs on
         await asyncio.sleep(POLL_S)
+    if answer_format is not None and current["status"] == "failed":
+        # A client that asked for a format is told by status, not by an object it must inspect.
+        message = (current["error"] or {}).get("message") or "the response failed"
+        return JSONResponse(error_body(message, "server_error", code=current["error"]["code"]), status_code=502)
     return current
 
 

@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from conductor.app.read_models import Usage
+from conductor.domain.answer_format import Answer, AnswerFormat, TextAnswer, ToolCall
 from conductor.domain.states import JobStatus
 from conductor.store.models import Chain, Job, Round
 
@@ -35,17 +36,34 @@ def chat_completion(job: Job, workflows: list[dict[str, Any]], model: str) -> di
         "object": "chat.completion",
         "created": created or int(time.time()),
         "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": job.answer or ""},
-                "finish_reason": "length" if job.status == JobStatus.BUDGET_EXCEEDED.value else "stop",
-                "logprobs": None,
-            }
-        ],
+        "choices": [{"index": 0, **chat_message(job), "logprobs": None}],
         "usage": Usage.of(job).openai(),
         "conductor": conductor_info(job, workflows),
     }
+
+
+def answer_of(job: Job) -> Answer:
+    """The job's answer in the shape the client asked for; AnswerFormatError where it is not one (a
+    budget-stopped job's partial answer, or a nested workflow's), so no such answer leaves as a success."""
+    fmt = (job.options or {}).get("answer_format")
+    text = job.answer or ""
+    return AnswerFormat.from_options(fmt).check(text) if fmt else TextAnswer(text)
+
+
+def call_id(job: Job) -> str:
+    """The id of the function call a job's answer is: the client's tool message names it."""
+    return f"call_{job.id}"
+
+
+def chat_message(job: Job) -> dict[str, Any]:
+    """`message` and `finish_reason` of a done (or budget-stopped) job's chat completion choice."""
+    answer = answer_of(job)
+    if isinstance(answer, ToolCall):
+        function = {"name": answer.name, "arguments": answer.arguments_json}
+        call = {"id": call_id(job), "type": "function", "function": function}
+        return {"message": {"role": "assistant", "content": None, "tool_calls": [call]}, "finish_reason": "tool_calls"}
+    finish = "length" if job.status == JobStatus.BUDGET_EXCEEDED.value else "stop"
+    return {"message": {"role": "assistant", "content": answer.text}, "finish_reason": finish}
 
 
 def batch_usage(s: Session, batch_id: str) -> dict[str, Any]:

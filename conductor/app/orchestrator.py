@@ -8,13 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 from conductor import log_context
+from conductor.app.formatted_answer import formatted_answer
 from conductor.config.pool import Pool
+from conductor.domain.answer_format import AnswerFormat
 from conductor.domain.effects import Effects, RoundTask
-from conductor.domain.errors import ModelCallError, RateLimited
+from conductor.domain.errors import AnswerFormatError, ModelCallError, RateLimited
 from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.prompts import build_plan_messages, build_replan_messages, build_step_messages
 from conductor.domain.states import RoundKind
 from conductor.engine import Engine, PlanRecord
+from conductor.inference.completion import Completion
 from conductor.inference.gateway import Gateway
 
 
@@ -80,17 +83,25 @@ class Orchestrator:
             return engine.start_nested(task)
         as_conductor = pool.is_conductor_index(task.worker_index)
         messages = build_step_messages(task.subtask, task.context)
-        try:
+
+        def call(messages: list[dict[str, Any]], fmt: AnswerFormat | None = None) -> Completion:
             if as_conductor:
-                # At the depth cap the Conductor answers directly, as an ordinary worker.
-                c = self.gateway.call_spec(pool.conductor, messages, label="conductor")
+                # At the depth cap (or for a formatted answer) the Conductor answers as an ordinary worker.
+                return self.gateway.call_spec(pool.conductor, messages, label="conductor", answer_format=fmt)
+            return self.gateway.call_worker(task.worker_name, messages, answer_format=fmt)
+
+        try:
+            if task.answer_format is not None:
+                c = formatted_answer(call, messages, task.answer_format)
             else:
-                c = self.gateway.call_worker(task.worker_name, messages)
+                c = call(messages)
         except RateLimited:
             raise  # the task hands the step back and re-queues it; a limit is not a failure
         except ModelCallError as exc:
             _requeue_if_transient(exc, requeue_after)
             return engine.fail_step(step_id, str(exc))
+        except AnswerFormatError as exc:
+            return engine.fail_step(step_id, f"{task.worker_name}: {exc}")
         return engine.complete_step(
             step_id,
             c.text,

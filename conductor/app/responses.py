@@ -10,8 +10,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from conductor.app.openai_shapes import job_workflows
-from conductor.domain.errors import InputError, NotFound
+from conductor.app.openai_shapes import answer_of, call_id, job_workflows
+from conductor.domain.answer_format import Answer, ToolCall
+from conductor.domain.errors import AnswerFormatError, InputError, NotFound
 from conductor.domain.states import JobStatus
 from conductor.store.models import Checkpoint, Job, Round, Step
 
@@ -72,7 +73,11 @@ def input_messages(input_: str | list[Any], instructions: str | None) -> list[di
             raise InputError("input is empty")
         return [*messages, {"role": "user", "content": input_}]
     for i, item in enumerate(input_):
-        if not isinstance(item, dict) or item.get("type", "message") != "message" or "role" not in item:
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind in ("function_call", "function_call_output"):
+            messages.append(_call_turn(item, i))
+            continue
+        if not isinstance(item, dict) or kind != "message" or "role" not in item:
             raise InputError(f"input[{i}] is not a message item ({{'role': ..., 'content': ...}})")
         if item["role"] not in ("user", "assistant", "system", "developer"):
             raise InputError(f"input[{i}].role {item['role']!r} is not user, assistant, system or developer")
@@ -80,6 +85,24 @@ def input_messages(input_: str | list[Any], instructions: str | None) -> list[di
     if not any(m["role"] == "user" for m in messages):
         raise InputError("input has no user message")
     return messages
+
+
+def _call_turn(item: dict[str, Any], i: int) -> dict[str, Any]:
+    """A function call the model made, or its output the client sends back, as a chat turn."""
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise InputError(f"input[{i}] ({item['type']}) needs its call_id")
+    if item["type"] == "function_call_output":
+        output = item.get("output")
+        return {"role": "tool", "tool_call_id": call_id, "content": output if isinstance(output, str) else str(output)}
+    if not isinstance(item.get("name"), str):
+        raise InputError(f"input[{i}] (function_call) needs the function's name")
+    function = {"name": item["name"], "arguments": str(item.get("arguments") or "{}")}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+    }
 
 
 def _text(content: Any, i: int) -> str:
@@ -133,11 +156,14 @@ def response_object(s: Session, job: Job) -> dict[str, Any]:
     status = STATUS[str(job.status)]
     opts = job.options or {}
     output = []
-    if status in ("completed", "incomplete"):
-        output = [_message(job, status)]
     error = None
     if status == "failed":
         error = {"code": "server_error", "message": job.error or "the job failed"}
+    if status in ("completed", "incomplete"):
+        try:
+            output = [_output_item(job, answer_of(job), status)]
+        except AnswerFormatError as exc:  # never an answer the client cannot parse, as a success
+            status, error = "failed", {"code": "answer_format", "message": str(exc)}
     return {
         "id": response_id(job.id),
         "object": "response",
@@ -152,20 +178,46 @@ def response_object(s: Session, job: Job) -> dict[str, Any]:
         "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
         "usage": usage_of(s, job) if status in ENDED else None,
         "parallel_tool_calls": False,
-        "tool_choice": "none",
-        "tools": [],
-        "text": {"format": {"type": "text"}},
+        **_format_fields(opts.get("answer_format")),
         "conductor": {"job_id": job.id, "workflows": job_workflows(s, [job.id])[job.id], "cost_usd": job.cost_usd},
     }
 
 
-def _message(job: Job, status: str) -> dict[str, Any]:
+def _format_fields(fmt: dict[str, Any] | None) -> dict[str, Any]:
+    """The request's tools, tool_choice and text.format, as a response echoes them."""
+    out: dict[str, Any] = {"tool_choice": "none", "tools": [], "text": {"format": {"type": "text"}}}
+    if fmt and fmt["kind"] == "tools":
+        out["tools"] = [{"type": "function", "strict": False, **f} for f in fmt["functions"]]
+        choice = fmt["tool_choice"]
+        out["tool_choice"] = choice if choice in ("auto", "required") else {"type": "function", "name": choice}
+    elif fmt and fmt["kind"] == "json_schema":
+        schema = {"name": fmt["name"], "schema": fmt["schema"], "strict": fmt["strict"]}
+        out["text"] = {"format": {"type": "json_schema", **schema}}
+    elif fmt:
+        out["text"] = {"format": {"type": "json_object"}}
+    return out
+
+
+def _output_item(job: Job, answer: Answer, status: str) -> dict[str, Any]:
+    if isinstance(answer, ToolCall):
+        return {
+            "type": "function_call",
+            "id": f"fc_{job.id}",
+            "call_id": call_id(job),
+            "name": answer.name,
+            "arguments": answer.arguments_json,
+            "status": "completed",
+        }
+    return _message(job, answer.text, status)
+
+
+def _message(job: Job, text: str, status: str) -> dict[str, Any]:
     return {
         "type": "message",
         "id": f"msg_{job.id}",
         "status": "completed" if status == "completed" else "incomplete",
         "role": "assistant",
-        "content": [{"type": "output_text", "text": job.answer or "", "annotations": []}],
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
     }
 
 
@@ -191,6 +243,8 @@ def stream_events(start: dict[str, Any], final: dict[str, Any] | None) -> list[d
 
 
 def _output_events(item: dict[str, Any]) -> list[dict[str, Any]]:
+    if item["type"] == "function_call":
+        return _call_events(item)
     text = item["content"][0]["text"]
     ids = {"item_id": item["id"], "output_index": 0}
     part = {"type": "output_text", "text": "", "annotations": []}
@@ -213,5 +267,24 @@ def _output_events(item: dict[str, Any]) -> list[dict[str, Any]]:
         ),
         {"type": "response.output_text.done", **ids, "content_index": 0, "text": text, "logprobs": []},
         {"type": "response.content_part.done", **ids, "content_index": 0, "part": {**part, "text": text}},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+    ]
+
+
+def _call_events(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """A function call's events, as OpenAI streams one: added, its arguments in pieces, done."""
+    arguments = item["arguments"]
+    ids = {"item_id": item["id"], "output_index": 0}
+    return [
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**item, "arguments": "", "status": "in_progress"},
+        },
+        *(
+            {"type": "response.function_call_arguments.delta", **ids, "delta": arguments[i : i + DELTA_CHARS]}
+            for i in range(0, len(arguments), DELTA_CHARS)
+        ),
+        {"type": "response.function_call_arguments.done", **ids, "name": item["name"], "arguments": arguments},
         {"type": "response.output_item.done", "output_index": 0, "item": item},
     ]

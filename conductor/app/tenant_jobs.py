@@ -19,6 +19,7 @@ from conductor.app.read_models import JobDetail, JobSummary
 from conductor.app.responses import Pin
 from conductor.app.service import JobSpec, Service
 from conductor.app.tenants import check_quota, owned
+from conductor.domain.answer_format import AnswerFormat
 from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB_VALUES
@@ -40,15 +41,35 @@ class JobPage(Generic[T]):
 
 
 def conversation_question(messages: list[dict[str, Any]]) -> str:
-    """A chat conversation as one question: the last user turn, with the earlier turns as context."""
-    turns = [(m.get("role", "user"), _text(m.get("content"))) for m in messages]
+    """A chat conversation as one question: the last user turn, with the earlier turns as context.
+    A conversation may also end with the results of the function calls the assistant made: the
+    question is then the user's last message, answered with them."""
+    turns = [(m.get("role", "user"), _turn_text(m)) for m in messages]
     turns = [(role, text) for role, text in turns if text.strip()]
-    if not turns or turns[-1][0] != "user":
-        raise InputError("the conversation must end with a non-empty user message")
+    if not turns or turns[-1][0] not in ("user", "tool"):
+        raise InputError("the conversation must end with a non-empty user message (or tool results)")
     if len(turns) == 1:
         return turns[0][1]
+    if turns[-1][0] == "tool":
+        last_user = next((text for role, text in reversed(turns) if role == "user"), None)
+        if last_user is None:
+            raise InputError("the conversation has tool results but no user message")
+        context = "\n\n".join(f"[{role}]\n{text}" for role, text in turns)
+        return (
+            f"Conversation so far:\n\n{context}\n\nUsing the tool results, answer the user's last message:\n{last_user}"
+        )
     context = "\n\n".join(f"[{role}]\n{text}" for role, text in turns[:-1])
     return f"Conversation so far:\n\n{context}\n\nAnswer the user's last message:\n{turns[-1][1]}"
+
+
+def _turn_text(message: dict[str, Any]) -> str:
+    """A turn's text; an assistant's function calls and a tool's result say which call they are."""
+    text = _text(message.get("content"))
+    calls = [c.get("function") or {} for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    made = [f"called {f.get('name')}({f.get('arguments') or '{}'})" for f in calls]
+    if message.get("role") == "tool":
+        return f"result of call {message.get('tool_call_id') or '?'}:\n{text}"
+    return "\n".join([text, *made]).strip()
 
 
 def _text(content: Any) -> str:
@@ -90,12 +111,16 @@ class TenantJobs:
         max_tokens: int | None = None,
         effort: str | None = None,
         max_usd: float | None = None,
+        answer_format: AnswerFormat | None = None,
     ) -> str:
         question = conversation_question(messages)
+        options: dict[str, Any] = {"api": "chat", "model": model}
+        if answer_format is not None:
+            options["answer_format"] = answer_format.to_options()
         # Interactive work goes ahead of batch work (priority 9 vs the default 5).
         spec = JobSpec(
             priority=9,
-            options={"api": "chat", "model": model},
+            options=options,
             budget_tokens=None if max_tokens is None else max(max_tokens * 20, 2000),
         ).with_knob(effort, max_usd)
         job_id, _ = self.submit(tenant_id, Problem(question=question, kind="text"), spec)
@@ -112,10 +137,13 @@ class TenantJobs:
         metadata: dict[str, str] | None,
         effort: str | None = None,
         max_usd: float | None = None,
+        answer_format: AnswerFormat | None = None,
     ) -> str:
         """A Responses API request as a job; background work yields to interactive requests."""
         options: dict[str, Any] = {"api": responses.API, "model": pin.model, "background": background}
         options.update(instructions=instructions, metadata=metadata or {})
+        if answer_format is not None:
+            options["answer_format"] = answer_format.to_options()
         if pin.policy is not None:
             options["policy"] = pin.policy
         spec = JobSpec(priority=5 if background else 9, options=options).with_knob(effort, max_usd)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from conductor.domain.answer_format import AnswerFormat
 from conductor.domain.states import RoundKind
 from conductor.domain.workflow import Workflow
 
@@ -63,6 +64,9 @@ class StepTask:
     subtask: str
     context: list[tuple[str, str]]
     depth: int
+    #: Set on the step that writes a job's final answer (the last step of a top-level round) when the
+    #: client asked for a format (`response_format`, `tools`): the step is decoded and checked under it.
+    answer_format: AnswerFormat | None = None
 
     @property
     def nested_question(self) -> str:

@@ -74,6 +74,10 @@ class JobNotFinished(ConductorError):
     """Scoring needs every chain of the job to have ended."""
 
 
+class AnswerFormatError(ConductorError):
+    """A final answer is not what the client's response format or tools asked for."""
+
+
 class VllmServerError(ConductorError):
     """The vLLM server could not start, or refused a request."""
 

@@ -32,7 +32,16 @@ from conductor.store.tables import chains, jobs, rounds, steps
 
 S, R, J = steps.c, rounds.c, jobs.c
 #: What a step's task needs from its own row.
-STEP_TASK_COLUMNS = (S.round_id, S.job_id, S.worker_index, S.worker_name, S.subtask, S.access, S.dependencies)
+STEP_TASK_COLUMNS = (
+    S.round_id,
+    S.job_id,
+    S.step_index,
+    S.worker_index,
+    S.worker_name,
+    S.subtask,
+    S.access,
+    S.dependencies,
+)
 
 
 def among(column: Any, name: str, postgres: bool) -> Any:
@@ -130,6 +139,7 @@ def _leasing_step() -> Any:
             R.kind.label("round_kind"),
             R.chain_id,
             R.round_index,
+            R.n_steps,
             chains.c.depth,
             chains.c.question,
         )

@@ -4,10 +4,12 @@ hand it back when a rate limit asks for later."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from conductor.domain.answer_format import AnswerFormat
 from conductor.domain.effects import Effects, StepTask
 from conductor.domain.prompts import expand_question
 from conductor.domain.states import RoundKind, RoundStatus, StepStatus
@@ -19,6 +21,11 @@ from conductor.store.models import Chain
 from conductor.store.tables import chains, jobs, rounds, steps
 
 PREVIOUS_ANSWER = "Previous round's final answer (to check or improve)"
+
+
+def _writes_answer(step: Any, rnd: Any) -> bool:
+    """The last step of a top-level round: its output is the job's answer (a nested chain's is a step's)."""
+    return bool(rnd.depth == 0 and step.step_index == rnd.n_steps - 1)
 
 
 class StepRules(Transitions):
@@ -38,13 +45,20 @@ class StepRules(Transitions):
             task, reserved = self._claim_step(s, step_id, host, reserve=True)
             if task is None or self.runs_nested(task) or reserved:
                 return task, Effects()
-            spent = self._reserve(s, task.job_id) if reserved is None else self._why_not_reserved(s, task.job_id)
+            # PostgreSQL's statement counts no call for a Conductor-as-worker step below the depth cap;
+            # one that writes a formatted answer is called directly after all, so its call is counted here.
+            counted_later = reserved is None or self._below_depth_cap(task)
+            spent = self._reserve(s, task.job_id) if counted_later else self._why_not_reserved(s, task.job_id)
             if spent is None:
                 return task, Effects()
             return None, self._fail_step(s, step_id, str(spent))
 
     def runs_nested(self, task: StepTask) -> bool:
-        """A Conductor-as-worker step below the depth cap runs as a nested chain (no model call here)."""
+        """A Conductor-as-worker step below the depth cap runs as a nested chain (no model call here),
+        unless it writes a formatted final answer: a nested chain's answer could not be decoded under it."""
+        return self._below_depth_cap(task) and task.answer_format is None
+
+    def _below_depth_cap(self, task: StepTask) -> bool:
         return self.pool.is_conductor_index(task.worker_index) and task.depth < self.settings.max_depth
 
     def _claim_step(
@@ -99,6 +113,7 @@ class StepRules(Transitions):
                     rounds.c.kind.label("round_kind"),
                     rounds.c.chain_id,
                     rounds.c.round_index,
+                    rounds.c.n_steps,
                     chains.c.depth,
                     chains.c.question,
                 )
@@ -133,8 +148,14 @@ class StepRules(Transitions):
             subtask=expand_question(step.subtask, rnd.question),
             context=context,
             depth=rnd.depth,
+            answer_format=self._answer_format(s, step.job_id) if _writes_answer(step, rnd) else None,
         )
         return task, reserved
+
+    def _answer_format(self, s: Session, job_id: str) -> AnswerFormat | None:
+        options = s.scalar(select(jobs.c.options).where(jobs.c.id == job_id)) or {}
+        fmt = options.get("answer_format")
+        return AnswerFormat.from_options(fmt) if fmt else None
 
     def start_nested(self, task: StepTask) -> Effects:
         """Run a Conductor-as-worker step as a nested chain; its answer completes the step."""

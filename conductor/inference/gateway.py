@@ -31,6 +31,7 @@ import litellm
 import openai
 
 from conductor.config.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
+from conductor.domain.answer_format import AnswerFormat
 from conductor.domain.cached_answer import CachedAnswer
 from conductor.domain.errors import ModelCallError, ModelServerUnreachable, RateLimited
 from conductor.domain.mcp_tools import MCP_PROVIDER
@@ -45,6 +46,7 @@ from conductor.inference.mcp_worker import McpTools
 from conductor.inference.openai_compatible import OpenAICompatible, eligible
 from conductor.inference.policy import ActivePolicy, ActivePolicyCache, lora_name
 from conductor.inference.pricing import Pricing
+from conductor.inference.structured import answer_text, request_fields
 from conductor.inference.vllm_server import TOKEN_ID_EXTRA_BODY, TOKEN_ID_PREFIX, completion_token_ids_and_logprobs
 from conductor.sandbox import run_tool_program
 
@@ -272,8 +274,9 @@ class Gateway:
             update = {"model": f"{base.provider}/{lora_name(policy.version)}", "policy_version": policy.version}
         return base.model_copy(update=update)
 
-    def call_worker(self, name: str, messages: list[dict]) -> Completion:
-        """Call a worker; after its retries fail, walk its fallback chain."""
+    def call_worker(self, name: str, messages: list[dict], *, answer_format: AnswerFormat | None = None) -> Completion:
+        """Call a worker; after its retries fail, walk its fallback chain. With `answer_format`, the
+        worker is asked for that format in its backend's terms (`conductor.inference.structured`)."""
         tried: list[str] = []
         errors: list[str] = []
         transient = True  #: every worker tried failed in a way worth trying again later
@@ -281,7 +284,7 @@ class Gateway:
         while current is not None and current.name not in tried:
             tried.append(current.name)
             try:
-                result = self._cached_call(current, messages)
+                result = self._cached_call(current, messages, answer_format)
                 result.errors = errors + result.errors
                 result.worker = name
                 result.served_by = current.name
@@ -296,20 +299,23 @@ class Gateway:
                 current = self.pool.worker(current.fallback) if current.fallback else None
         raise ModelCallError("; ".join(errors) or f"{name}: no attempt made", retryable=transient and bool(errors))
 
-    def call_spec(self, spec: ModelSpec, messages: list[dict], *, label: str) -> Completion:
-        return self._call_with_retries(spec, messages, label=label)
+    def call_spec(
+        self, spec: ModelSpec, messages: list[dict], *, label: str, answer_format: AnswerFormat | None = None
+    ) -> Completion:
+        return self._call_with_retries(spec, messages, label=label, answer_format=answer_format)
 
     def close(self) -> None:
         """Close the MCP sessions this process holds (their stdio servers exit)."""
         self.mcp.sessions.close()
 
     # -- internals ---------------------------------------------------------------------
-    def _cached_call(self, spec: WorkerSpec, messages: list[dict]) -> Completion:
+    def _cached_call(self, spec: WorkerSpec, messages: list[dict], answer_format: AnswerFormat | None) -> Completion:
+        # The format's instruction is in the messages, so the key tells formatted calls apart too.
         key = cache_key(spec, messages, self.cache_mode) if self.cache is not None else None
         hit = self.cache.get(key) if self.cache is not None and key is not None else None
         if hit is not None:
             return Completion(**vars(hit), worker=spec.name, served_by=spec.name, cached=True)
-        result = self._call_with_retries(spec, messages, label=spec.name)
+        result = self._call_with_retries(spec, messages, label=spec.name, answer_format=answer_format)
         if self.cache is not None and key is not None:
             self.cache.put(key, CachedAnswer(result.text, result.model, *result.usage_counts()))
         return result
@@ -322,12 +328,15 @@ class Gateway:
         label: str,
         want_logprobs: bool = False,
         regex: str | None = None,
+        answer_format: AnswerFormat | None = None,
     ) -> Completion:
         errors: list[str] = []
         last: Exception | None = None
         for attempt in range(1, spec.retries + 2):
             try:
-                result = self._call_once(spec, messages, label=label, want_logprobs=want_logprobs, regex=regex)
+                result = self._call_once(
+                    spec, messages, label=label, want_logprobs=want_logprobs, regex=regex, answer_format=answer_format
+                )
                 result.attempts = attempt
                 result.errors = errors
                 return result
@@ -362,7 +371,14 @@ class Gateway:
         return random.uniform(0, min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1)))
 
     def _call_once(
-        self, spec: ModelSpec, messages: list[dict], *, label: str, want_logprobs: bool, regex: str | None = None
+        self,
+        spec: ModelSpec,
+        messages: list[dict],
+        *,
+        label: str,
+        want_logprobs: bool,
+        regex: str | None = None,
+        answer_format: AnswerFormat | None = None,
     ) -> Completion:
         if spec.provider == TOOL_PROVIDER:
             return self._run_tool(spec, messages, label=label)
@@ -401,6 +417,10 @@ class Gateway:
             # vLLM 0.32 reads `structured_outputs` (the old guided_* fields are silently ignored); the
             # in-process backend reads the same field from litellm's pass-through extra_body.
             kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "structured_outputs": {"regex": regex}}
+        if answer_format is not None:
+            fields = request_fields(spec, answer_format)
+            extra = {**kwargs.get("extra_body", {}), **fields.pop("extra_body", {})}
+            kwargs.update(fields, **({"extra_body": extra} if extra else {}))
         estimate = spec.max_tokens + sum(len(str(m.get("content", ""))) for m in messages) // 4
         started = time.perf_counter()
         direct = self._direct is not None and eligible(spec.provider, spec.api_base, spec.reasoning_effort)
@@ -413,7 +433,7 @@ class Gateway:
         token_ids, logprobs = parse_logprobs(response) if want_logprobs else (None, None)
         prompt_token_ids = parse_prompt_token_ids(response) if want_logprobs else None
         return Completion(
-            text=response.choices[0].message.content or "",
+            text=answer_text(response.choices[0].message),
             model=spec.model,
             worker=label,
             prompt_tokens=prompt_tokens,

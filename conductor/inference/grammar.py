@@ -12,13 +12,24 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from conductor.config.pool import ModelSpec
 from conductor.domain.plan_grammar import PlanGrammar
 from conductor.inference.local_backend import PROVIDER
 
-__all__ = ["GrammarMasks", "MaskingProcessor", "allowed_masks", "behaviour_sampling", "masks_for", "takes_grammar"]
+#: A plan grammar is a regex; an answer format's grammar is EBNF (`conductor.inference.structured`).
+GrammarKind = Literal["regex", "ebnf"]
+
+__all__ = [
+    "GrammarKind",
+    "GrammarMasks",
+    "MaskingProcessor",
+    "allowed_masks",
+    "behaviour_sampling",
+    "masks_for",
+    "takes_grammar",
+]
 
 
 class GrammarMasks:
@@ -31,19 +42,22 @@ class GrammarMasks:
         eos = tokenizer.eos_token_id
         info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=[eos])
         self._compiler = xgr.GrammarCompiler(info, max_threads=2)
-        self._compiled: dict[str, Any] = {}
+        self._compiled: dict[tuple[GrammarKind, str], Any] = {}
         self._lock = threading.Lock()
 
-    def compiled(self, regex: str) -> Any:
+    def compiled(self, regex: str, kind: GrammarKind = "regex") -> Any:
+        """`regex` compiled; with kind "ebnf" it is an EBNF grammar's text (an answer format's)."""
         with self._lock:
-            if regex not in self._compiled:
-                self._compiled[regex] = self._compiler.compile_regex(regex)
-            return self._compiled[regex]
+            key = (kind, regex)
+            if key not in self._compiled:
+                compile_ = self._compiler.compile_grammar if kind == "ebnf" else self._compiler.compile_regex
+                self._compiled[key] = compile_(regex)
+            return self._compiled[key]
 
-    def matcher(self, regex: str) -> Any:
+    def matcher(self, regex: str, kind: GrammarKind = "regex") -> Any:
         import xgrammar as xgr
 
-        return xgr.GrammarMatcher(self.compiled(regex))
+        return xgr.GrammarMatcher(self.compiled(regex, kind))
 
 
 _per_tokenizer: dict[tuple[str, int, int], GrammarMasks] = {}
@@ -66,10 +80,10 @@ class MaskingProcessor:
     step before computing the next mask, so its state is the grammar's state after the prefix.
     """
 
-    def __init__(self, masks: GrammarMasks, regex: str, prompt_len: int) -> None:
+    def __init__(self, masks: GrammarMasks, regex: str, prompt_len: int, kind: GrammarKind = "regex") -> None:
         import xgrammar as xgr
 
-        self._matcher = masks.matcher(regex)
+        self._matcher = masks.matcher(regex, kind)
         self._bitmask = xgr.allocate_token_bitmask(1, masks.vocab_size)
         self._prompt_len = prompt_len
         self._xgr = xgr

@@ -69,8 +69,10 @@ class LocalModel:
         temperature: float = 0.0,
         seed: int | None = None,
         regex: str | None = None,
+        grammar: str | None = None,
     ) -> Generation:
-        """Sample a completion; with `regex`, only tokens the grammar allows (the logprobs are the masked ones)."""
+        """Sample a completion; with `regex` (a plan grammar) or `grammar` (EBNF: an answer format), only
+        tokens the grammar allows (the logprobs are the masked ones)."""
         torch = self._torch
         prompt_ids: Any = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
         if not isinstance(prompt_ids, torch.Tensor):
@@ -85,12 +87,17 @@ class LocalModel:
         }
         if do_sample:
             kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
-        masked = regex is not None
-        if regex is not None:
+        masked = regex is not None or grammar is not None
+        if masked:
             from conductor.inference.grammar import MaskingProcessor, masks_for
 
-            grammar = masks_for(self.tokenizer, self.vocab_size)
-            kwargs["logits_processor"] = [MaskingProcessor(grammar, regex, prompt_ids.shape[1])]
+            masks = masks_for(self.tokenizer, self.vocab_size)
+            processor = (
+                MaskingProcessor(masks, regex, prompt_ids.shape[1])
+                if regex is not None
+                else MaskingProcessor(masks, str(grammar), prompt_ids.shape[1], kind="ebnf")
+            )
+            kwargs["logits_processor"] = [processor]
             kwargs["output_scores"] = True
         with self.lock, torch.inference_mode():
             if seed is not None:
@@ -162,6 +169,7 @@ class LocalProvider(CustomLLM):
         gen = self.registry.get(path).generate(
             messages,
             regex=structured.get("regex"),
+            grammar=structured.get("grammar"),
             max_tokens=int(optional_params.get("max_tokens") or optional_params.get("max_completion_tokens") or 256),
             temperature=float(optional_params.get("temperature") or 0.0),
             seed=optional_params.get("seed"),

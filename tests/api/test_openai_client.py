@@ -120,3 +120,26 @@ def test_batches_cancel_and_isolation_between_tenants(deployment: Deployment):
     assert counts.total == 20 and counts.completed + counts.failed == 20 and counts.failed > 0
     with pytest.raises(openai.AuthenticationError):
         deployment.client("ck-wrong").models.list()
+
+
+def test_structured_output_and_a_tool_call_on_the_production_deployment(tmp_path: Path, pg_url: str, redis_db: str):
+    # The final step's format travels on the PostgreSQL job row to a worker process and back.
+    from pydantic import BaseModel
+
+    from tests.api.test_structured_outputs import WEATHER, script
+
+    class City(BaseModel):
+        name: str
+        population: int
+
+    with deploy(tmp_path, pg_url, redis_db, script) as d:
+        client = d.client(d.key("acme"))
+        done = client.chat.completions.parse(
+            model="conductor", messages=[{"role": "user", "content": "Capital of France?"}], response_format=City
+        )
+        called = client.chat.completions.create(
+            model="conductor", messages=[{"role": "user", "content": "Weather in Paris?"}], tools=[WEATHER]
+        )
+    assert done.choices[0].message.parsed == City(name="Paris", population=2_100_000)
+    assert called.choices[0].finish_reason == "tool_calls"
+    assert (called.choices[0].message.tool_calls or [])[0].function.name == "get_weather"

@@ -22,6 +22,8 @@ class Reply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    #: Function calls to answer with (OpenAI's `message.tool_calls`), e.g. `[("get_weather", '{"city": "Paris"}')]`.
+    tool_calls: list[tuple[str, str]] | None = None
 
 
 @dataclass
@@ -116,6 +118,7 @@ class ScriptedLLMServer:
                         bool(body.get("logprobs")),
                         call.last_user if server.prompt_token_ids else None,
                         server.vocab,
+                        reply.tool_calls,
                     ),
                     reply.headers,
                 )
@@ -159,9 +162,22 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 256
 
 
-def _completion(model: str, content: str, logprobs: bool, prompt: str | None = None, vocab: int = 50000) -> dict:
+def _completion(
+    model: str,
+    content: str,
+    logprobs: bool,
+    prompt: str | None = None,
+    vocab: int = 50000,
+    tool_calls: list[tuple[str, str]] | None = None,
+) -> dict:
     ids = fake_token_ids(content, vocab)
     choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+    if tool_calls:
+        calls = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": arguments}}
+            for i, (name, arguments) in enumerate(tool_calls)
+        ]
+        choice.update(finish_reason="tool_calls", message={"role": "assistant", "content": None, "tool_calls": calls})
     if logprobs:
         choice["logprobs"] = {
             "content": [

@@ -1,0 +1,296 @@
+"""Structured outputs and tool calls through the one-model API, as the official `openai` client uses them:
+an embedded system (SQLite, in-process worker) over a scripted pool. The scripted Conductor hands the whole
+conversation to one worker; the worker answers from the request it receives (the format the gateway asked
+for in its own terms, and what the conversation holds)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import openai
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import BaseModel, Field
+
+from api.app import create_app
+from conductor.config.pool import Pool
+from conductor.config.settings import Settings
+from tests.api.conftest import ApiHarness
+from tests.conftest import MODEL_HOME
+from tests.support.cluster import write_pool
+from tests.support.pools import scripted_pool
+from tests.support.scripted_llm import Reply, ScriptedLLMServer
+from tests.support.workflows import block
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"enum": ["C", "F"]}},
+            "required": ["city", "unit"],
+        },
+    },
+}
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+def worker_reply(messages: list[dict], body: dict[str, Any]) -> Reply:
+    """A worker that honours the format it is asked for, unless the question tells it to misbehave."""
+    asked = messages[-1]["content"]
+    question = messages[0]["content"]
+    if "[bad-json]" in question and "was rejected" not in asked:
+        return Reply("Paris has about two million people.")  # not JSON: the corrective retry follows
+    if "[never-json]" in question:
+        return Reply("I will not write JSON.")
+    if "result of call" in asked:
+        return Reply("It is 21 degrees C in Paris.")
+    if body.get("tools"):
+        return Reply(tool_calls=[("get_weather", '{"city": "Paris", "unit": "C"}')])
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        return Reply(json.dumps({"name": "Paris", "population": 2_100_000}))
+    if fmt.get("type") == "json_object":
+        return Reply('{"answer": 42}')
+    return Reply("plain words")
+
+
+def script(model: str, messages: list[dict], body: dict[str, Any]) -> Reply:
+    if model.endswith("scripted-conductor"):
+        return Reply(block("[0]", '["{question}"]', "[[]]"))
+    return worker_reply(messages, body)
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedLLMServer]:
+    s = ScriptedLLMServer(script).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def h(tmp_path: Path, server: ScriptedLLMServer) -> Iterator[ApiHarness]:
+    pool_file = write_pool(scripted_pool(server.base_url), tmp_path / "pool.yaml")
+    settings = Settings(home=tmp_path, broker_url="memory://", pool_file=pool_file, recursion=False)
+    with TestClient(create_app(settings)) as client:
+        yield ApiHarness(client, server, tmp_path)
+
+
+@pytest.fixture
+def client(h: ApiHarness) -> openai.OpenAI:
+    return openai.OpenAI(base_url="http://testserver/v1", api_key=h.key("acme"), http_client=h.client, max_retries=0)
+
+
+def worker_calls(server: ScriptedLLMServer) -> list[Any]:
+    return server.calls_for("scripted-worker")
+
+
+def test_parse_with_a_pydantic_model_returns_the_parsed_object(client: openai.OpenAI, server: ScriptedLLMServer):
+    done = client.chat.completions.parse(
+        model="conductor",
+        messages=[{"role": "user", "content": "Which is the capital of France?"}],
+        response_format=City,
+    )
+    assert done.choices[0].message.parsed == City(name="Paris", population=2_100_000)
+    (call,) = worker_calls(server)
+    asked = call.body["response_format"]
+    assert asked["type"] == "json_schema" and asked["json_schema"]["schema"]["required"] == ["name", "population"]
+    assert "conforms to this JSON Schema" in call.messages[-1]["content"], "the worker is told the schema too"
+
+
+def test_a_json_object_request_answers_a_json_object(client: openai.OpenAI):
+    done = client.chat.completions.create(
+        model="conductor",
+        messages=[{"role": "user", "content": "Give me the answer."}],
+        response_format={"type": "json_object"},
+        temperature=0.2,
+        seed=7,
+        user="u-1",
+        metadata={"k": "v"},
+    )
+    assert json.loads(done.choices[0].message.content or "") == {"answer": 42}
+
+
+def test_a_streamed_json_schema_answer_concatenates_to_conforming_json(client: openai.OpenAI):
+    schema = City.model_json_schema()
+    stream = client.chat.completions.create(
+        model="conductor",
+        messages=[{"role": "user", "content": "Which is the capital of France?"}],
+        response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": schema, "strict": True}},
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert City.model_validate_json(text).name == "Paris"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+
+
+def test_a_non_conforming_answer_gets_one_corrective_retry(client: openai.OpenAI, server: ScriptedLLMServer):
+    done = client.chat.completions.parse(
+        model="conductor", messages=[{"role": "user", "content": "[bad-json] Capital of France?"}], response_format=City
+    )
+    assert done.choices[0].message.parsed is not None
+    _, second = worker_calls(server)
+    assert "That answer was rejected: the answer is not JSON" in second.messages[-1]["content"]
+    assert second.messages[-2] == {"role": "assistant", "content": "Paris has about two million people."}
+
+
+def test_an_answer_that_never_conforms_is_a_502_not_text(client: openai.OpenAI, server: ScriptedLLMServer):
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.chat.completions.parse(
+            model="conductor", messages=[{"role": "user", "content": "[never-json] Capital?"}], response_format=City
+        )
+    assert caught.value.status_code == 502
+    body = caught.value.body
+    assert isinstance(body, dict) and "not JSON" in body["message"] and "corrective retry" in body["message"]
+    assert len(worker_calls(server)) == 2
+
+
+def test_a_tool_call_then_its_result_continues_the_conversation(client: openai.OpenAI, server: ScriptedLLMServer):
+    messages: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
+    first = client.chat.completions.create(model="conductor", messages=messages, tools=[WEATHER])
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    (call,) = choice.message.tool_calls or []
+    assert call.type == "function" and call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Paris", "unit": "C"}
+    assert worker_calls(server)[0].body["tools"][0]["function"]["name"] == "get_weather"
+
+    messages += [
+        choice.message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "21"},
+    ]
+    second = client.chat.completions.create(model="conductor", messages=messages, tools=[WEATHER])
+    assert second.choices[0].finish_reason == "stop"
+    assert second.choices[0].message.content == "It is 21 degrees C in Paris."
+    seen = worker_calls(server)[-1].messages[-1]["content"]
+    assert f"result of call {call.id}" in seen and "called get_weather" in seen
+
+
+def test_a_streamed_tool_call_arrives_as_openai_deltas(client: openai.OpenAI):
+    stream = client.chat.completions.create(
+        model="conductor",
+        messages=[{"role": "user", "content": "Weather in Paris?"}],
+        tools=[WEATHER],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        stream=True,
+    )
+    deltas = [c.choices[0] for c in stream if c.choices]
+    parts = [t for d in deltas for t in d.delta.tool_calls or []]
+    assert parts[0].index == 0 and parts[0].id and parts[0].function and parts[0].function.name == "get_weather"
+    arguments = "".join(p.function.arguments or "" for p in parts if p.function)
+    assert json.loads(arguments) == {"city": "Paris", "unit": "C"}
+    assert deltas[-1].finish_reason == "tool_calls"
+
+
+def test_responses_text_format_and_a_function_call_round_trip(client: openai.OpenAI):
+    answered = client.responses.parse(model="conductor", input="Capital of France?", text_format=City)
+    assert answered.status == "completed" and answered.output_parsed == City(name="Paris", population=2_100_000)
+    assert answered.text.format.type == "json_schema"
+
+    tool = {"type": "function", **WEATHER["function"]}
+    first = client.responses.create(model="conductor", input="Weather in Paris?", tools=[tool])  # type: ignore[list-item]
+    (item,) = first.output
+    assert item.type == "function_call" and item.name == "get_weather"
+    assert json.loads(item.arguments) == {"city": "Paris", "unit": "C"}
+    follow = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"type": "function_call", "call_id": item.call_id, "name": item.name, "arguments": item.arguments},
+        {"type": "function_call_output", "call_id": item.call_id, "output": "21"},
+    ]
+    second = client.responses.create(model="conductor", input=follow, tools=[tool])  # type: ignore[arg-type, list-item]
+    assert second.output_text == "It is 21 degrees C in Paris."
+
+
+def test_a_streamed_response_function_call_has_argument_events(client: openai.OpenAI):
+    tool = {"type": "function", **WEATHER["function"]}
+    events = list(
+        client.responses.create(
+            model="conductor",
+            input="Weather in Paris?",
+            tools=[tool],
+            tool_choice="required",
+            stream=True,  # type: ignore[list-item]
+        )
+    )
+    kinds = [e.type for e in events]
+    assert "response.function_call_arguments.delta" in kinds and kinds[-1] == "response.completed"
+    done = next(e for e in events if e.type == "response.function_call_arguments.done")
+    assert json.loads(done.arguments) == {"city": "Paris", "unit": "C"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"logprobs": True}, "logprobs"),
+        ({"n": 2}, "n > 1"),
+        ({"functions": [WEATHER["function"]]}, "functions"),
+        ({"modalities": ["text", "audio"]}, "modalities"),
+        ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
+        ({"prediction": {"type": "content", "content": "x"}}, "prediction"),
+        ({"frobnicate": 1}, "frobnicate"),
+        ({"tool_choice": "required"}, "needs tools"),
+        ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "nope"),
+        ({"tools": [{"type": "custom", "custom": {"name": "x"}}]}, "only function tools"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": 7}}}},
+            "valid JSON Schema",
+        ),
+        ({"response_format": {"type": "json_object"}, "tools": [WEATHER]}, "together with tools"),
+    ],
+)
+def test_a_field_that_would_change_the_answer_and_cannot_be_honoured_is_a_400_naming_it(
+    h: ApiHarness, extra: dict[str, Any], named: str
+):
+    body = {"model": "conductor", "messages": [{"role": "user", "content": "hi"}], **extra}
+    r = h.client.post("/v1/chat/completions", json=body, headers=h.headers(h.key("acme")))
+    assert r.status_code == 400, r.text
+    assert named in r.json()["error"]["message"]
+    assert not worker_calls(h.server), "nothing ran"
+
+
+def test_responses_refuses_what_it_cannot_honour(h: ApiHarness):
+    key = h.key("acme")
+    for extra, named in [
+        ({"previous_response_id": "resp_x"}, "previous_response_id"),
+        ({"top_logprobs": 3}, "top_logprobs"),
+    ]:
+        r = h.client.post("/v1/responses", json={"model": "conductor", "input": "hi", **extra}, headers=h.headers(key))
+        assert r.status_code == 400 and named in r.json()["error"]["message"], r.text
+
+
+class Capital(BaseModel):
+    city: str = Field(max_length=24)
+    continent: Literal["Europe", "Asia", "Africa", "America", "Oceania"]
+
+
+@pytest.mark.slow
+def test_the_local_model_answers_parse_with_a_conforming_object(tmp_path: Path, server: ScriptedLLMServer):
+    if not (MODEL_HOME / "models" / "smollm2-135m-instruct" / "config.json").exists():
+        pytest.fail("the local model is missing: run `make model` (the test command does)")
+    (tmp_path / "models").symlink_to(MODEL_HOME / "models")
+    local = {"model": "local/smollm2-135m-instruct", "max_tokens": 48, "temperature": 0.0}
+    pool = scripted_pool(server.base_url).model_dump()
+    pool["workers"] = [{**local, "name": "smol", "description": "a small local model"}]
+    pool_file = write_pool(Pool.model_validate(pool), tmp_path / "pool.yaml")
+    settings = Settings(home=tmp_path, broker_url="memory://", pool_file=pool_file, recursion=False)
+    with TestClient(create_app(settings)) as http:
+        h = ApiHarness(http, server, tmp_path)
+        client = openai.OpenAI(base_url="http://testserver/v1", api_key=h.key("acme"), http_client=http, max_retries=0)
+        done = client.chat.completions.parse(
+            model="conductor",
+            messages=[{"role": "user", "content": "Which city is the capital of France?"}],
+            response_format=Capital,
+        )
+    parsed = done.choices[0].message.parsed
+    assert isinstance(parsed, Capital) and parsed.city
