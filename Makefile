@@ -1,5 +1,5 @@
 # One command to run the main job on the embedded default, one to set up and pass the tests.
-#   make demo   -> venv, install, default local model, 3 GSM8K problems through the pipeline
+#   make demo   -> venv, install, default local model, 12 held-out mixed problems through the pipeline
 #   make test   -> venv, install, services, the whole suite (core, then the vLLM stage)
 
 PYTHON ?= python3.11
@@ -25,16 +25,18 @@ $(VENV)/.installed: pyproject.toml
 model: setup
 	$(BIN)/conductor models pull
 
-# The first 10 held-out arithmetic word problems (templates the training generator never wrote), run by the
-# trained Conductor with its workflows and a right/wrong mark each; then the pool's two models alone on the
-# same 10, for comparison. Problems are the first N of the file, not picked after the fact.
-HELDOUT := reward_pipeline/evaluation/data/arith_words_heldout.jsonl
-DEMO_N  ?= 10
+# The first 12 problems of the held-out mixed file (two of each of six kinds, in templates, words and facts the
+# training generator never wrote), run by the trained Conductor with its workflows and a right/wrong mark
+# each: different kinds get different workflows. Then, on the same 12, the best fixed route of the measured
+# route table and the pool's two models alone. Problems are the first N of the file, not picked after the fact.
+HELDOUT := reward_pipeline/evaluation/data/mixed_heldout.jsonl
+DEMO_N  ?= 12
+DEMO_BASELINES ?= tool-route:smol-precise:python,single:smol-precise,single:smol-creative
 demo: model
 	$(BIN)/conductor run $(HELDOUT) --limit $(DEMO_N) --show-workflows --out results/demo.jsonl
-	@echo "--- the same $(DEMO_N) problems, each pool model alone:"
-	$(BIN)/conductor eval -b $(HELDOUT) -n $(DEMO_N) -m single:smol-precise,single:smol-creative -o results/demo-single --no-progress
-	@echo "results in results/demo.jsonl and results/demo-single/"
+	@echo "--- the same $(DEMO_N) problems, the best fixed route and each pool model alone:"
+	$(BIN)/conductor eval -b $(HELDOUT) -n $(DEMO_N) -m $(DEMO_BASELINES) -o results/demo-baselines --no-progress
+	@echo "results in results/demo.jsonl and results/demo-baselines/"
 
 services:
 	scripts/ensure_services.sh
