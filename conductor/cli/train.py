@@ -115,18 +115,18 @@ def warmup(
 
 
 def _mixed_warmup(
-    runtime,
-    registry,
-    config,
+    runtime: Any,
+    registry: Any,
+    config: Any,
     data_dir: Path,
     *,
     mixed: int,
     expressions: int,
-    replan_share: float,  # type: ignore[no-untyped-def]
+    replan_share: float,
     randomise_pool: bool,
     vllm: bool,
-    provenance: dict,
-) -> Any:  # type: ignore[type-arg]
+    provenance: dict[str, Any],
+) -> Any:
     """The route warm-up on the mixed curriculum (see `reward_pipeline.training.routes`)."""
     import contextlib
 
@@ -371,7 +371,7 @@ def _echo_shipped(pool: Any) -> None:
         typer.echo(f"active policy: the pool's Conductor ({pool.conductor.model}, no adapter)")
         return
     rec = json.loads(record.read_text())
-    head = next((c for c in rec.get("lineage", []) if c.get("id") == rec.get("checkpoint")), {})
+    head: dict[str, Any] = next((c for c in rec.get("lineage", []) if c.get("id") == rec.get("checkpoint")), {})
     gate = head.get("gate") or {}
     cand, base = gate.get("candidate") or {}, gate.get("active") or {}
     typer.echo(

@@ -39,7 +39,13 @@ PROBLEMS = [
     {"id": "p1", "question": "What is 2 + 3? [say:5]", "answer": "5", "metadata": {"family": "a"}},
     {"id": "p2", "question": "What is 3 + 4? [moa-say:7]", "answer": "7", "metadata": {"family": "a"}},
     {"id": "p3", "question": "What is 4 + 4? [say:9]", "answer": "8", "metadata": {"family": "b"}},
-    {"id": "p4", "question": "Which number is prime? [say:B]", "choices": ["4", "5"], "answer": "5", "metadata": {"family": "b"}},
+    {
+        "id": "p4",
+        "question": "Which number is prime? [say:B]",
+        "choices": ["4", "5"],
+        "answer": "5",
+        "metadata": {"family": "b"},
+    },
 ]
 METHODS = "conductor,single:alpha,moa,router"
 

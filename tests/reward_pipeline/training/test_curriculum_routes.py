@@ -109,7 +109,9 @@ def test_plans_for_random_pool_subsets_name_the_workers_of_the_prompt_they_were_
         lines = [line for line in prompt.splitlines() if line.startswith("Model ")]
         shown_sizes.add(len(lines))
         text = ex["completion"][0]["content"]
-        grammar = PlanGrammar.for_round(len(lines), max_steps=3, max_tokens=256, prompt_style="compact", replan="Workflow run:" in prompt)
+        grammar = PlanGrammar.for_round(
+            len(lines), max_steps=3, max_tokens=256, prompt_style="compact", replan="Workflow run:" in prompt
+        )
         assert grammar.matches(text), text
         wf = parse_workflow(text, pool_size=len(lines), max_steps=3, allow_empty=True)
         for step in wf.steps:
@@ -128,7 +130,13 @@ def test_a_pool_subset_always_keeps_a_model() -> None:
 
 
 def test_replan_examples_keep_a_right_answer_and_correct_a_failed_one() -> None:
-    p = Problem(id="x", question="How many r's are in 'strawberry'?", answer="3", kind="math", metadata={"program": "'strawberry'.count('r')"})
+    p = Problem(
+        id="x",
+        question="How many r's are in 'strawberry'?",
+        answer="3",
+        kind="math",
+        metadata={"program": "'strawberry'.count('r')"},
+    )
     trials = {
         "x": [
             RouteTrial("calculator", QUESTION_REF, "No arithmetic expression found", False),
@@ -149,13 +157,15 @@ def test_replan_examples_keep_a_right_answer_and_correct_a_failed_one() -> None:
 
 @pytest.mark.slow
 def test_route_trials_with_the_real_local_model(tmp_path: Path) -> None:
-    from conductor.inference.local_model import model_dir
     from conductor.config.settings import Settings
+    from conductor.inference.local_model import model_dir
     from reward_pipeline.training.batch_answers import BatchAnswerer
 
     base = model_dir(Settings().model_cache)
     problems = [p for p in mixed_problems(1, seed=4)]
-    small = POOL.model_copy(update={"workers": [w.model_copy(update={"max_tokens": 24}) if not w.is_tool else w for w in POOL.workers]})
+    small = POOL.model_copy(
+        update={"workers": [w.model_copy(update={"max_tokens": 24}) if not w.is_tool else w for w in POOL.workers]}
+    )
     trials = try_routes(problems, small, answer=BatchAnswerer(base, batch_size=8), tool=tool)
     for p in problems:
         models = [t for t in trials[str(p.id)] if t.worker.startswith("smol")]
