@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conductor.config.pool import Pool, WorkerSpec
+from conductor.domain.errors import VerifierError
 from conductor.domain.problem import Problem
 from conductor.domain.prompts import (
     QUESTION_REF,
@@ -95,7 +96,10 @@ def try_routes(
             answers = answer(spec, texts)
         for (p, subtask), text in zip(items, answers, strict=True):
             verifier = verifier_for(p)
-            correct = bool(verifier and p.answer is not None and verifier.verify(text, p).correct)
+            try:
+                correct = bool(verifier and p.answer is not None and verifier.verify(text, p).correct)
+            except VerifierError:
+                correct = False  # a reference the verifier cannot use earns no route anything
             trials[str(p.id)].append(RouteTrial(name, subtask, text, correct))
     return trials
 

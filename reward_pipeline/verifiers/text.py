@@ -31,11 +31,18 @@ MAX_CONTAINING_WORDS = 8
 
 _PUNCTUATION = str.maketrans("", "", string.punctuation + "“”‘’«»…–—")
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
+_ARTICLE_WORDS = ("a", "an", "the")
 
 
-def normalize_answer(text: str) -> str:
-    """SQuAD's normalisation: lowercase, no punctuation, no articles, single spaces."""
-    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION)).split())
+def normalize_answer(text: str, *, articles: bool = False) -> str:
+    """SQuAD's normalisation: lowercase, no punctuation, no articles, single spaces. ``articles=True``
+    keeps the articles, for a reference that is one ("a" is the first letter of "apple")."""
+    lowered = text.lower().translate(_PUNCTUATION)
+    return " ".join((lowered if articles else _ARTICLES.sub(" ", lowered)).split())
+
+
+def _is_article(reference: str) -> bool:
+    return bool(reference.strip()) and not normalize_answer(reference)
 
 
 def references(problem: Problem) -> list[str]:
@@ -45,7 +52,7 @@ def references(problem: Problem) -> list[str]:
         raise VerifierError(f"metadata aliases must be a list of strings, got {aliases!r}")
     out: list[str] = []
     for ref in [problem.answer or "", *aliases]:
-        norm = normalize_answer(ref)
+        norm = normalize_answer(ref, articles=_is_article(ref))
         if norm and norm not in out:
             out.append(norm)
     return out
@@ -82,9 +89,10 @@ class TextVerifier:
             raise VerifierError("text verifier needs a reference answer")
         details: dict[str, Any] = {"references": refs}
         for where, candidate in answer_candidates(answer):
-            norm = normalize_answer(candidate)
-            short = len(norm.split()) <= MAX_CONTAINING_WORDS
             for ref in refs:
+                # A reference that is an article is compared with the articles kept on both sides.
+                norm = normalize_answer(candidate, articles=ref in _ARTICLE_WORDS)
+                short = len(norm.split()) <= MAX_CONTAINING_WORDS
                 if norm == ref or (short and _holds(norm, ref)):
                     how = "is" if norm == ref else "holds"
                     details |= {"extracted": norm, "from": where, "matched": ref}

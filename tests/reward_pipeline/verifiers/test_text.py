@@ -90,3 +90,11 @@ def test_text_problems_with_a_reference_are_routed_to_it_without_a_judge():
     with_rubric = CAPITAL.model_copy(update={"rubric": "Full marks for Paris."})
     assert verifier_for(with_rubric, judge=judge) is judge, "a rubric is what a judge is for"
     assert isinstance(verifier_for(with_rubric), TextVerifier)
+
+
+def test_a_reference_that_is_an_article_keeps_its_articles() -> None:
+    # "a" is the first letter of "apple": the article is the answer, not noise around it.
+    p = Problem(question="What is the first letter of 'apple'?", answer="a", kind="text")
+    v = TextVerifier()
+    assert v.verify("A", p).correct and v.verify("The first letter is a.", p).correct
+    assert not v.verify("b", p).correct and not v.verify("The first letter of apple is b.", p).correct
