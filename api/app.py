@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from api import errors, ui
 from api.metrics import StoreCollector
 from api.routes import batches, chat, estimates, files, jobs, metrics, models, responses, webhooks
+from api.tracing import TraceRequests
 from conductor.app.batches.batch_api import Batches
 from conductor.app.estimate import estimate
 from conductor.app.tenant_jobs import TenantJobs
@@ -46,6 +47,7 @@ def create_app(settings: Settings) -> FastAPI:
         summary="An OpenAI-compatible API over the Conductor job queue, with native jobs.",
         lifespan=lifespan,
     )
+    app.add_middleware(TraceRequests)  # continues a caller's `traceparent` (nothing while tracing is off)
     errors.install(app)
     ui.install(app)
     for router in (

@@ -102,7 +102,9 @@ def online(
     expressions: int = typer.Option(0, help="GSM8K train questions of one or two operations in the training pool."),
     code: int = typer.Option(0, help="MBPP code questions from outside its test split in the training pool."),
     data_dir: Path | None = typer.Option(None, help="Benchmark data (default: ../shared/data)."),
-    report_dir: Path = typer.Option(Path("results/train-local"), help="events.jsonl, cycles.json, summary.json, tensorboard/."),
+    report_dir: Path = typer.Option(
+        Path("results/train-local"), help="events.jsonl, cycles.json, summary.json, tensorboard/."
+    ),
 ) -> None:
     """The paper's loop through this queue: rollouts with G samples, GRPO on exactly those traces, gate, promote."""
     from conductor.cli.common import running_system
