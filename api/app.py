@@ -17,7 +17,6 @@ from prometheus_client import CollectorRegistry
 from api import errors, ui
 from api.metrics import StoreCollector
 from api.routes import batches, chat, estimates, files, jobs, metrics, models, responses, webhooks
-from api.tracing import TraceRequests
 from conductor.app.batches.batch_api import Batches
 from conductor.app.estimate import estimate
 from conductor.app.tenant_jobs import TenantJobs
@@ -27,6 +26,10 @@ from reward_pipeline.rewards import record_feedback
 
 
 def create_app(settings: Settings) -> FastAPI:
+    # Request spans need nothing here: FastAPI's own telemetry makes a server span per request,
+    # continuing the caller's W3C `traceparent`, once `conductor.telemetry.setup` has installed a
+    # tracer provider (the running system's Celery app does, when an OTLP endpoint is configured);
+    # a job submitted while handling it mints its trace under that span.
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         with running_system(settings, pull_model=True) as sysm:
@@ -47,7 +50,6 @@ def create_app(settings: Settings) -> FastAPI:
         summary="An OpenAI-compatible API over the Conductor job queue, with native jobs.",
         lifespan=lifespan,
     )
-    app.add_middleware(TraceRequests)  # continues a caller's `traceparent` (nothing while tracing is off)
     errors.install(app)
     ui.install(app)
     for router in (

@@ -115,9 +115,12 @@ def force_flush(timeout_ms: int = 10_000) -> None:
 
 
 def stop() -> None:
-    """Flush, then make no more spans in this process (the installed provider stays, unused)."""
+    """Flush and shut the exporter down: no more spans leave this process (OpenTelemetry keeps the
+    first provider installed for good; what a library still makes with it is dropped)."""
     global _enabled
-    force_flush()
+    shutdown = getattr(trace.get_tracer_provider(), "shutdown", None)
+    if _enabled and shutdown is not None:
+        shutdown()  # flushes first
     _enabled = False
 
 

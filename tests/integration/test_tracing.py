@@ -19,6 +19,7 @@ from sqlalchemy import select
 from conductor import telemetry
 from conductor.domain.problem import Problem
 from conductor.store.models import Job, Step
+from tests.api.conftest import harness  # noqa: F401  (the API fixture)
 from tests.conftest import default_script
 from tests.integration.test_cluster import _client
 from tests.support.cluster import cluster_env, workers, write_pool
@@ -193,3 +194,39 @@ def test_a_step_the_reaper_re_ran_after_its_worker_died_stays_in_the_jobs_one_tr
     # The re-run (and whatever the killed worker had no time to send: nothing) hangs under the round.
     assert all(s.parent_id == round_.span_id for s in step_spans)
     assert sorted(s.attributes["conductor.step.index"] for s in step_spans) == [0, 1]
+
+
+def test_a_traceparent_on_an_api_request_makes_the_jobs_trace_a_child_of_the_callers(harness, receiver):  # noqa: F811
+    """The HTTP API (embedded: SQLite, in-process worker); the caller's span is someone else's."""
+    trace_id, caller_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    key = harness.key("acme")
+    response = harness.client.post(
+        "/v1/jobs",
+        json={"problem": {"question": "[wf:chain] 2+2?"}},
+        headers=harness.headers(key, traceparent=f"00-{trace_id}-{caller_id}-01"),
+    )
+    assert response.status_code == 201
+    job_id = response.json()["id"]
+    deadline = time.monotonic() + 60
+    while harness.client.get(f"/v1/jobs/{job_id}", headers=harness.headers(key)).json()["status"] != "done":
+        assert time.monotonic() < deadline, "the job did not finish"
+        time.sleep(0.2)
+    telemetry.force_flush()
+    receiver.wait_for(lambda rx: any(s.name == "conductor.job" for s in rx.trace(trace_id)))
+
+    spans = receiver.trace(trace_id)
+    request = _one(spans, "POST /v1/jobs")  # FastAPI's server span, continuing the caller's
+    assert request.parent_id == caller_id and request.attributes["http.response.status_code"] == 201
+    assert not [k for s in spans for k in s.attributes if "authorization" in k.lower()]
+    job = _one(spans, "conductor.job")
+    by_id = {s.span_id: s for s in spans}
+    ancestors, at = [], job
+    while at.parent_id in by_id:
+        at = by_id[at.parent_id]
+        ancestors.append(at.name)
+    assert request.name in ancestors and at is request  # the job was submitted while handling the request
+    with harness.client.app.state.api.sessions() as s:
+        tenant_id = s.get_one(Job, job_id).tenant_id
+    assert job.attributes["conductor.tenant.id"] == tenant_id and job.attributes["conductor.job.id"] == job_id
+    _assert_no_orphans(spans, caller_id)
+    assert sum(s.name == "conductor.run_step" for s in spans) == 2
