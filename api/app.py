@@ -27,6 +27,10 @@ from reward_pipeline.rewards import record_feedback
 
 
 def create_app(settings: Settings) -> FastAPI:
+    # Request spans need nothing here: FastAPI's own telemetry makes a server span per request,
+    # continuing the caller's W3C `traceparent`, once `conductor.telemetry.setup` has installed a
+    # tracer provider (the running system's Celery app does, when an OTLP endpoint is configured);
+    # a job submitted while handling it mints its trace under that span.
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         with running_system(settings, pull_model=True) as sysm:

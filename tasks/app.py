@@ -7,6 +7,7 @@ from __future__ import annotations
 from celery import Celery
 from kombu import Exchange, Queue
 
+from conductor import telemetry
 from conductor.config.settings import Settings
 from conductor.log_context import JOB_LOG_FORMAT
 from conductor.runtime import Runtime
@@ -18,6 +19,7 @@ __all__ = ["QUEUES", "ROUTES", "create_app"]
 
 
 def create_app(settings: Settings, runtime: Runtime) -> Celery:
+    telemetry.setup()  # every process that runs or sends pipeline work builds its app here
     app = Celery("conductor", broker=settings.broker_url, set_as_current=False)
     app.conf.update(
         task_queues=[Queue(q, Exchange(q, type="direct"), routing_key=q) for q in QUEUES],

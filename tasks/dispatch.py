@@ -9,10 +9,12 @@ else sends pipeline work.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from celery import Celery
+from opentelemetry.trace import SpanContext
 
+from conductor import telemetry
 from conductor.domain.effects import Effects
 from tasks.names import TaskName
 
@@ -28,6 +30,8 @@ SENDS: tuple[tuple[str, TaskName, str], ...] = (
 _INT_KEYS = frozenset({"plans", "replans", "steps"})
 #: The app attribute `tasks.pipeline.register` sets: starts queued jobs in this process (`Engine.start_jobs`).
 _STARTER = "conductor_start_jobs"
+#: The app attribute set while tracing is on: each message's parent span (`tasks.tracing.message_parents`).
+_PARENTS = "conductor_message_parents"
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +39,11 @@ log = logging.getLogger(__name__)
 def set_starter(app: Celery, start: Callable[[list[str]], Effects]) -> None:
     """Let every Dispatcher on `app` start jobs itself instead of sending `solve` messages."""
     setattr(app, _STARTER, start)
+
+
+def set_message_parents(app: Celery, parents: Callable[[Effects], Mapping[str, SpanContext]]) -> None:
+    """Let every Dispatcher on `app` carry each message's parent span in its `traceparent` header."""
+    setattr(app, _PARENTS, parents)
 
 
 def effects_of(task_ids: Iterable[str]) -> Effects:
@@ -65,10 +74,18 @@ class Dispatcher:
     def later(self, eff: Effects, countdown: float | None, *, handed_back: int = 0) -> None:
         """Send `eff`'s work to run after `countdown` seconds (None: now); `handed_back`: the times
         it was already handed back (the message's retries, which bound the hand-backs)."""
+        lookup: Callable[[Effects], Mapping[str, SpanContext]] | None = getattr(self.app, _PARENTS, None)
+        parents = lookup(eff) if lookup is not None and eff else {}
         for field, name, prefix in SENDS:
             for key in getattr(eff, field):
+                task_id = f"{prefix}-{key}"
                 self.app.send_task(
-                    name.value, args=[key], task_id=f"{prefix}-{key}", countdown=countdown, retries=handed_back
+                    name.value,
+                    args=[key],
+                    task_id=task_id,
+                    countdown=countdown,
+                    retries=handed_back,
+                    headers=telemetry.inject(parents.get(task_id)),
                 )
 
     def submit(self, job_ids: list[str]) -> None:

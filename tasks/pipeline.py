@@ -8,14 +8,16 @@ from collections.abc import Callable
 
 from celery import Celery, Task
 
+from conductor import telemetry
 from conductor.domain.effects import Effects
 from conductor.domain.errors import RateLimited
 from conductor.runtime import Runtime
 from schedulers.broker import waiting_task_ids
 from schedulers.feeder import Feeder, feeder_for
 from schedulers.health import record_reaper_run
+from tasks import tracing
 from tasks.batches import register_batches
-from tasks.dispatch import Dispatcher, effects_of, set_starter
+from tasks.dispatch import Dispatcher, effects_of, set_message_parents, set_starter
 from tasks.names import QUEUES, TaskName
 from tasks.retention import register_retention
 from tasks.scoring import register_scoring
@@ -66,7 +68,10 @@ class Pipeline:
 
     def finish(self, job_ids: list[str]) -> None:
         for job_id in job_ids:
+            trace_it = telemetry.enabled() and tracing.job_open(self.runtime.sessions, job_id)
             self.dispatch(self.orchestrator.finalize(job_id))
+            if trace_it:
+                tracing.write_job_trace(self.runtime.sessions, job_id)
             notify_job(self.app, self.runtime, job_id)  # after finalize's commit; once per job, if it has an endpoint
         if job_ids:
             self.feeder.maybe_admit()  # a slot freed: let a waiting job in (throttled per process)
@@ -90,7 +95,8 @@ class Pipeline:
             if lone is None:
                 return
             try:
-                eff = self.orchestrator.run_step(lone, host, requeue_after(self.runtime, None))
+                with tracing.inline_step(self.runtime.sessions, lone):
+                    eff = self.orchestrator.run_step(lone, host, requeue_after(self.runtime, None))
             except RateLimited as exc:
                 self.runtime.engine.release_step(lone)
                 self.dispatch.later(Effects(steps=[lone]), exc.retry_after, handed_back=1)
@@ -109,20 +115,22 @@ class Pipeline:
         self.send(eff, task.request.hostname or "")
 
     def plan(self, task: Task, round_id: int) -> None:
-        self.until_admitted(
-            task,
-            lambda: self.orchestrator.plan_round(
-                round_id, task.request.hostname or "", requeue_after(self.runtime, task)
-            ),
-            lambda: self.runtime.engine.release_round(round_id),
-        )
+        def work() -> Effects:
+            with tracing.work_span(self.runtime.sessions, task.name, round_id, tracing.message_parent(task)):
+                return self.orchestrator.plan_round(
+                    round_id, task.request.hostname or "", requeue_after(self.runtime, task)
+                )
+
+        self.until_admitted(task, work, lambda: self.runtime.engine.release_round(round_id))
 
     def run_step(self, task: Task, step_id: int) -> None:
-        self.until_admitted(
-            task,
-            lambda: self.orchestrator.run_step(step_id, task.request.hostname or "", requeue_after(self.runtime, task)),
-            lambda: self.runtime.engine.release_step(step_id),
-        )
+        def work() -> Effects:
+            with tracing.work_span(self.runtime.sessions, task.name, step_id, tracing.message_parent(task)):
+                return self.orchestrator.run_step(
+                    step_id, task.request.hostname or "", requeue_after(self.runtime, task)
+                )
+
+        self.until_admitted(task, work, lambda: self.runtime.engine.release_step(step_id))
 
 
 def register(app: Celery, runtime: Runtime) -> None:
@@ -134,6 +142,8 @@ def register(app: Celery, runtime: Runtime) -> None:
     register_batches(app, runtime, pipe.dispatch)
     # Whoever submits through this app starts the jobs itself: no solve hop (`Dispatcher.submit`).
     set_starter(app, runtime.engine.start_jobs)
+    if telemetry.enabled():
+        set_message_parents(app, tracing.message_parents(runtime.sessions))
     waiting = waiting_work(runtime)
 
     @app.task(name=TaskName.SOLVE.value, bind=True, shared=False)

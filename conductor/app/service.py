@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from conductor import telemetry
 from conductor.app.batches import stream as batch_stream
 from conductor.app.read_models import JobDetail, ResultLine
 from conductor.app.views import trace_line
@@ -66,6 +67,8 @@ class JobSpec:
             "budget_tokens": self.budget_tokens,
             "budget_usd": self.budget_usd,
             "explore_of": self.explore_of,
+            # The job's trace, a child of the submitting request's span (nothing when tracing is off).
+            **telemetry.new_job_trace(),
         }
 
 

@@ -193,7 +193,9 @@ def online(
         0, help="Mixed curriculum: this many problems of each of its six kinds (and the mixed dev set for the gate)."
     ),
     data_dir: Path | None = typer.Option(None, help="Benchmark data (default: ../shared/data)."),
-    report_dir: Path = typer.Option(Path("results/train-local"), help="events.jsonl, cycles.json, summary.json."),
+    report_dir: Path = typer.Option(
+        Path("results/train-local"), help="events.jsonl, cycles.json, summary.json, tensorboard/."
+    ),
 ) -> None:
     """The paper's loop through this queue: rollouts with G samples, GRPO on exactly those traces, gate, promote."""
     from conductor.cli.common import running_system

@@ -30,6 +30,7 @@ import httpx
 import litellm
 import openai
 
+from conductor import telemetry
 from conductor.config.pool import ConductorSpec, ModelSpec, Pool, WorkerSpec
 from conductor.domain.answer_format import AnswerFormat
 from conductor.domain.cached_answer import CachedAnswer
@@ -39,6 +40,7 @@ from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.tools import TOOL_PROVIDER, run_tool
 from conductor.inference import local_backend
 from conductor.inference.call_cache import CallCache, CallCacheMode, cache_key
+from conductor.inference.call_span import model_call_span, record_answer
 from conductor.inference.completion import Completion
 from conductor.inference.grammar import behaviour_sampling, takes_grammar
 from conductor.inference.mcp_sessions import McpServerDown, McpSessions
@@ -329,6 +331,16 @@ class Gateway:
         want_logprobs: bool = False,
         regex: str | None = None,
         answer_format: AnswerFormat | None = None,
+    ) -> Completion:
+        if not telemetry.enabled():  # the hot path when tracing is off: no span object at all
+            return self._retrying(spec, messages, label=label, want_logprobs=want_logprobs, regex=regex)
+        with model_call_span(spec, messages, label=label) as span:
+            result = self._retrying(spec, messages, label=label, want_logprobs=want_logprobs, regex=regex)
+            record_answer(span, result)
+            return result
+
+    def _retrying(
+        self, spec: ModelSpec, messages: list[dict], *, label: str, want_logprobs: bool, regex: str | None
     ) -> Completion:
         errors: list[str] = []
         last: Exception | None = None

@@ -180,6 +180,10 @@ class Job(Base):
     # Send accounting (the reaper's): when it last re-sent this row's message, and how many times.
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     sends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # The job's trace (revision 0009; null while tracing is off): the job span's W3C traceparent, minted
+    # at submission, and the span id of the caller that submitted it (`conductor.telemetry`).
+    traceparent: Mapped[str | None] = mapped_column(String(55))
+    trace_caller: Mapped[str | None] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

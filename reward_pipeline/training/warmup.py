@@ -162,15 +162,25 @@ def run_warmup(
 
     tokenizer = AutoTokenizer.from_pretrained(base_model)
     model = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
+    from torch.utils.tensorboard import SummaryWriter
+    from transformers.integrations import TensorBoardCallback
+
     args = sft_args(config, out_dir)
+    # TRL's own TensorBoard logging (what `report_to="tensorboard"` installs), written beside the adapter
+    # rather than under the trainer's scratch folder (transformers 5 dropped `logging_dir`).
+    board = SummaryWriter(log_dir=str(out_dir / "tensorboard"))
     trainer = SFTTrainer(
         model=model,
         args=args,
         train_dataset=Dataset.from_list(examples),
         processing_class=tokenizer,
         peft_config=config.lora.peft_config(),
+        callbacks=[TensorBoardCallback(tb_writer=board)],
     )
-    result = trainer.train()
+    try:
+        result = trainer.train()
+    finally:
+        board.close()
     trained: Any = trainer.model
     trained.save_pretrained(str(out_dir))
     history = [h for h in trainer.state.log_history if "loss" in h]

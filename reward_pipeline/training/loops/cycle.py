@@ -16,6 +16,7 @@ from sqlalchemy import select
 from conductor.app.service import Service
 from conductor.inference.local_model import model_dir
 from conductor.store.models import TrainingCycle
+from reward_pipeline.training.board import TrainingBoard
 from reward_pipeline.training.checkpoints import Registry
 from reward_pipeline.training.dataset import TraceFilter, build_dataset
 from reward_pipeline.training.gate import GateConfig, PolicyEval, decide
@@ -44,6 +45,12 @@ class CycleConfig:
             min_groups=settings.retrain_min_groups,
             dev_limit=settings.retrain_dev_limit,
         )
+
+
+def board_dir(home: Path) -> Path:
+    """Where beat's cycles write their TensorBoard runs: `cycles` (one point per cycle) and
+    `cycle-<id>` (that cycle's optimizer steps)."""
+    return home / "tensorboard"
 
 
 def pinned_eval(rollouts: Rollouts, policy: Policy, problems: list[Any], tag: str) -> PolicyEval:
@@ -76,6 +83,14 @@ def run_retrain_cycle(
         error = None
     except Exception as exc:
         status, error = "failed", repr(exc)
+    board = TrainingBoard(board_dir(service.settings.home) / "cycles")
+    board.cycle(
+        cycle_id,
+        health=stats.get("health"),
+        gate=stats.get("gate"),
+        status={"done": status == "done", "skipped": status == "skipped"},
+    )
+    board.close()
     with service.sessions.begin() as s:
         row = s.get_one(TrainingCycle, cycle_id)
         row.status, row.error, row.finished_at = status, error, datetime.now(UTC)
@@ -120,13 +135,18 @@ def _cycle(
 
     start = start_policy(registry.active())
     base = model_dir(service.settings.model_cache)
+    # Each cycle's trainer counts its optimizer steps from 1: one TensorBoard run per cycle.
+    steps_board = TrainingBoard(board_dir(service.settings.home) / f"cycle-{cycle_id}")
     trainer = OfflineGRPOTrainer(
         load_trainable(base, start.adapter, LoraSpec()),
         AutoTokenizer.from_pretrained(base),
         make_config(service.settings.home / "_grpo", learning_rate=config.learning_rate),
-        log=lambda _: None,
+        log=steps_board.step,
     )
-    summary = trainer.train(groups)
+    try:
+        summary = trainer.train(groups)
+    finally:
+        steps_board.close()
     version = registry.new_id("grpo")
     stats["health"] = cycle_health(groups, summary["steps"])
     record_steps(service.sessions, summary["steps"], cycle_id=cycle_id, checkpoint_id=version)

@@ -21,6 +21,7 @@ from conductor.domain.problem import Problem
 from conductor.domain.tools import TOOL_PROVIDER
 from conductor.inference.gateway import Gateway
 from conductor.inference.local_model import model_dir
+from reward_pipeline.training.board import TrainingBoard
 from reward_pipeline.training.checkpoints import Registry
 from reward_pipeline.training.curriculum import curriculum_expressions, mixed_dev, mixed_problems
 from reward_pipeline.training.gate import evaluate_workers
@@ -162,7 +163,10 @@ def run_local(
             trl_config = make_config(
                 settings.home / "_grpo", learning_rate=cfg.learning_rate, loss_type=cfg.loss_type, seed=cfg.online.seed
             )
-            trainer = OfflineGRPOTrainer(model, AutoTokenizer.from_pretrained(base_model), trl_config, log=ctx_log)
+            board = TrainingBoard(report_dir / "tensorboard")
+            trainer = OfflineGRPOTrainer(
+                model, AutoTokenizer.from_pretrained(base_model), trl_config, log=_both(ctx_log, board.step)
+            )
             ctx = LoopContext(
                 rollouts,
                 gateway,
@@ -173,7 +177,16 @@ def run_local(
                 home=settings.home,
                 base_model=base_model.name,
             )
-            history = run_cycles(ctx, start, train, dev, cfg.online, report=report_dir / "cycles.json")
+            history = run_cycles(
+                ctx,
+                start,
+                train,
+                dev,
+                cfg.online,
+                report=report_dir / "cycles.json",
+                on_cycle=lambda record: _board_cycle(board, record),
+            )
+            board.close()
             final = start_policy(registry.active())
             unseen = _unseen(gateway, serving, data_dir, final, cfg)
     summary = {
@@ -212,6 +225,20 @@ def _unseen(gateway: Any, serving: Any, data_dir: Path, final: Policy, cfg: Loca
         serving.activate(gateway, policy.version, policy.adapter, temperature=cfg.online.eval_temperature)
         out[policy.version] = {name: probe_plans(gateway, probs).as_dict() for name, probs in by_bench.items()}
     return out
+
+
+def _both(first: Callable[[dict[str, Any]], None], second: Callable[[dict[str, Any]], None]) -> Any:
+    def write(record: dict[str, Any]) -> None:
+        first(record)
+        second(record)
+
+    return write
+
+
+def _board_cycle(board: TrainingBoard, record: dict[str, Any]) -> None:
+    """An online cycle on TensorBoard: its last iteration's rollouts and training summary, and the gate."""
+    last = record["iterations"][-1] if record.get("iterations") else {}
+    board.cycle(record["cycle"], rollouts=last.get("rollouts"), train=last.get("train"), gate=record.get("gate"))
 
 
 def _tee(log: Any, path: Path) -> Any:

@@ -14,6 +14,7 @@ import torch
 from sqlalchemy import select
 
 from conductor.store.models import TrainingCycle, TrainingStep
+from reward_pipeline.training.board import TrainingBoard
 from reward_pipeline.training.dataset import Row
 from reward_pipeline.training.health import StepHealth, cycle_health, enforce_staleness_cap, record_steps
 from reward_pipeline.training.health_report import cycle_lines, load_history, write_report
@@ -22,6 +23,15 @@ from reward_pipeline.training.objective import ObjectiveConfig, grpo_loss
 from tests.reward_pipeline.test_group_rewards import run_judged, system
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+def read_board(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar series under `log_dir`, read back with TensorBoard's own reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(log_dir))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
 def _row(i: int, reward: float, staleness: int = 0, source: str = "judge") -> Row:
@@ -99,6 +109,13 @@ def test_a_cycle_with_too_few_judged_groups_is_skipped_with_the_reason_recorded_
     assert f"cycle {cycle_id}  skipped" in out and f"skipped: {reason}" in out
     assert "reward by source: judge 0.75 (n=2)" in out
 
+    # The same cycle on TensorBoard, one point at the cycle's id: its data health and why it did not train.
+    board = read_board(tmp_path / "tensorboard" / "cycles")
+    assert board["cycle/health/reward_by_source/judge/mean"] == [(cycle_id, 0.75)]
+    assert board["cycle/health/reward_by_source/judge/rows"] == [(cycle_id, 2.0)]
+    assert board["cycle/health/zero_variance_fraction"] == [(cycle_id, 0.0)]
+    assert board["cycle/status/skipped"] == [(cycle_id, 1.0)] and board["cycle/status/done"] == [(cycle_id, 0.0)]
+
 
 @pytest.mark.slow
 def test_real_training_steps_store_their_health_and_the_report_plots_it(tmp_path: Path) -> None:
@@ -122,14 +139,23 @@ def test_real_training_steps_store_their_health_and_the_report_plots_it(tmp_path
     ]  # fmt: skip
     model = load_trainable(BASE, None, LoraSpec(r=4, top_layers=2))
     config = make_config(tmp_path, per_device_train_batch_size=2, gradient_accumulation_steps=2, num_generations=2)
-    trainer = OfflineGRPOTrainer(model, AutoTokenizer.from_pretrained(BASE), config, log=lambda _: None)
+    board = TrainingBoard(tmp_path / "tensorboard")
+    trainer = OfflineGRPOTrainer(model, AutoTokenizer.from_pretrained(BASE), config, log=board.step)
     summary = trainer.train([rows[:2], rows[2:]])
+    board.close()
     (step,) = summary["steps"]
 
     # Stale rows: the stored behaviour found their tokens e^-1.5 as likely, so w = e^1.5 > cap 2.
     assert step["iw_max"] == pytest.approx(math.exp(1.5), rel=0.02) and step["iw_min"] < 1.01
     assert 0 < step["ess"] < 1 and step["capped_fraction"] == pytest.approx(0.5, abs=0.2)
     assert step["staleness"] == {0: 2, 2: 2} and set(step["reward_by_source"]) == {"judge", "verifier"}
+
+    # The step on TensorBoard, as TRL's report_to="tensorboard" would show it: every number of its record.
+    scalars = read_board(tmp_path / "tensorboard")
+    for tag, value in [("loss", step["loss"]), ("ess", step["ess"]), ("clip_fraction", step["clip_fraction"]),
+                       ("iw_max", step["iw_max"]), ("reward_mean", step["reward_mean"]), ("staleness/2", 2.0),
+                       ("reward_by_source/verifier/mean", 0.75)]:  # fmt: skip
+        assert scalars[f"train/{tag}"] == [(1, pytest.approx(value, rel=1e-5))], tag
 
     runtime = Runtime(make_settings(tmp_path))
     runtime.migrate()

@@ -53,3 +53,8 @@ def test_a_warmup_on_verified_calculator_plans_makes_them_likelier_on_questions_
     assert metrics["steps"] == 4 and metrics["examples"] == 16
     # A fresh LoRA is the base model; after four steps the verified plans of new questions are far likelier.
     assert after > before + 1.0, (before, after)
+    # TRL's TensorBoard logging, beside the adapter: the run's loss as the metrics report it.
+    from tests.reward_pipeline.training.test_health import read_board
+
+    board = read_board(tmp_path / "adapter" / "tensorboard")
+    assert board["train/train_loss"] == [(4, pytest.approx(metrics["train_loss"], rel=1e-5))]

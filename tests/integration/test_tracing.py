@@ -1,0 +1,232 @@
+"""OpenTelemetry traces of real jobs: Redis broker, PostgreSQL store, worker processes, and a real
+OTLP/HTTP receiver the exporters of every process send to.
+
+One trace per job, whatever process or hop made its spans: the caller's span -> the job -> its
+round -> the plan and the steps -> one model call each, with the GenAI conventions' token counts;
+a step the reaper re-ran after its worker died still lands in that one trace, with no orphan span.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry import trace
+from sqlalchemy import select
+
+from conductor import telemetry
+from conductor.domain.problem import Problem
+from conductor.store.models import Job, Step
+from tests.api.conftest import harness  # noqa: F401  (the API fixture)
+from tests.conftest import default_script
+from tests.integration.test_cluster import _client
+from tests.support.cluster import cluster_env, workers, write_pool
+from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan
+from tests.support.pools import scripted_pool
+from tests.support.scripted_llm import Reply, ScriptedLLMServer
+
+pytestmark = pytest.mark.services
+
+OTEL_ENV = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_SERVICE_NAME": "conductor-test"}
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[OtlpReceiver]:
+    """Tracing on in this process (it submits the jobs) and in every worker it starts."""
+    rx = OtlpReceiver().start()
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": rx.endpoint, **OTEL_ENV}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        assert telemetry.setup()
+        yield rx
+    finally:
+        telemetry.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        rx.stop()
+
+
+def _children(spans: list[ReceivedSpan], parent: ReceivedSpan) -> list[ReceivedSpan]:
+    return [s for s in spans if s.parent_id == parent.span_id]
+
+
+def _one(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:
+    found = [s for s in spans if s.name == name]
+    assert len(found) == 1, (name, [s.name for s in spans])
+    return found[0]
+
+
+def _assert_no_orphans(spans: list[ReceivedSpan], root_parent: str | None) -> None:
+    ids = {s.span_id for s in spans}
+    orphans = [(s.name, s.parent_id) for s in spans if s.parent_id not in ids and s.parent_id != root_parent]
+    assert not orphans, orphans
+    assert len(ids) == len(spans), "every span sent once"
+
+
+def test_a_three_step_job_makes_one_trace_under_the_callers_span(tmp_path, pg_url, redis_db, receiver):
+    server = ScriptedLLMServer(default_script()).start()
+    pool = scripted_pool(server.base_url)
+    env = cluster_env(tmp_path, redis_db, pg_url, write_pool(pool, tmp_path / "pool.yaml"), recursion="false")
+    env["OTEL_SERVICE_NAME"] = "conductor-worker"
+    service = _client(tmp_path, redis_db, pg_url, pool)
+    try:
+        with workers(env, tmp_path, ["w1", "w2"]):
+            # The caller's own span, as an API request carrying a `traceparent` would be.
+            with trace.get_tracer("test").start_as_current_span("caller") as caller:
+                job_id, _ = service.submit(Problem(question="[wf:fanout] part A and part B, then combine"))
+            telemetry.force_flush()
+            service.wait([job_id], timeout=60)
+            assert service.job(job_id)["status"] == "done"
+            trace_id = f"{caller.get_span_context().trace_id:032x}"
+            caller_id = f"{caller.get_span_context().span_id:016x}"
+            # caller, job, round, plan + its Conductor call, three steps + one model call each
+            receiver.wait_for(lambda rx: len(rx.trace(trace_id)) >= 1 + 1 + 1 + 2 + 3 + 3)
+            time.sleep(1.0)  # anything late (a duplicate) would show below
+            with service.sessions() as s:
+                steps = {st.step_index: st for st in s.scalars(select(Step).where(Step.job_id == job_id))}
+                tenant = s.get_one(Job, job_id).tenant_id
+    finally:
+        server.stop()
+
+    spans = receiver.trace(trace_id)
+    assert len(spans) == 11, [s.name for s in spans]
+    _assert_no_orphans(spans, None)
+    job = _one(spans, "conductor.job")
+    assert job.parent_id == caller_id and job.attributes["conductor.job.id"] == job_id
+    assert "conductor.tenant.id" not in job.attributes and tenant is None  # no tenant, no attribute
+    (round_,) = _children(spans, job)
+    assert round_.name == "conductor.round plan" and round_.attributes["conductor.round.steps"] == 3
+
+    below_round = _children(spans, round_)
+    plan = _one(below_round, "conductor.plan")
+    (conductor_call,) = _children(spans, plan)
+    assert conductor_call.attributes["gen_ai.operation.name"] == "chat"
+    assert conductor_call.attributes["gen_ai.request.model"] == pool.conductor.model
+    assert conductor_call.attributes["gen_ai.provider.name"] == pool.conductor.provider
+
+    step_spans = sorted(
+        (s for s in below_round if s.name == "conductor.run_step"), key=lambda s: s.attributes["conductor.step.index"]
+    )
+    assert [s.attributes["conductor.step.index"] for s in step_spans] == [0, 1, 2]
+    assert [s.attributes["conductor.step.access"] for s in step_spans] == ["", "", "0,1"]
+    for span in step_spans:
+        row = steps[span.attributes["conductor.step.index"]]
+        assert span.attributes["conductor.worker.name"] == row.worker_name
+        assert span.attributes["conductor.job.id"] == job_id
+        (call,) = _children(spans, span)
+        assert call.name == f"chat {call.attributes['gen_ai.request.model']}"
+        assert call.attributes["conductor.worker.name"] == row.worker_name
+        assert (call.attributes["gen_ai.usage.input_tokens"], call.attributes["gen_ai.usage.output_tokens"]) == (
+            row.prompt_tokens,
+            row.completion_tokens,
+        )
+        assert row.completion_tokens > 0
+
+    # Content is off unless asked: no prompt, subtask or answer in any attribute.
+    assert not [k for s in spans for k in s.attributes if k.startswith("gen_ai.") and k.endswith(".messages")]
+    assert not [v for s in spans for v in s.attributes.values() if isinstance(v, str) and "part A" in v]
+    # Made in two kinds of process: the submitting one (the caller) and the workers (the rest).
+    assert {s.service for s in spans} == {"conductor-test", "conductor-worker"}
+
+
+def test_a_step_the_reaper_re_ran_after_its_worker_died_stays_in_the_jobs_one_trace(
+    tmp_path, pg_url, redis_db, receiver
+):
+    def script(model, messages, body):
+        if model.endswith("scripted-conductor"):
+            return default_script()(model, messages, body)
+        return Reply(f"done: {messages[-1]['content']}", delay_s=4.0 if messages[-1]["content"] == "solve" else 0.1)
+
+    server = ScriptedLLMServer(script).start()
+    pool = scripted_pool(server.base_url)
+    env = cluster_env(
+        tmp_path,
+        redis_db,
+        pg_url,
+        write_pool(pool, tmp_path / "pool.yaml"),
+        recursion="false",
+        step_lease_s="8",
+        task_time_limit_s="6",
+        reaper_interval_s="1",
+        ready_grace_s="5",
+    )
+    service = _client(tmp_path, redis_db, pg_url, pool)
+    try:
+        with workers(env, tmp_path, ["w1", "w2"], beat=True) as procs:
+            job_id, _ = service.submit(Problem(question="[wf:chain] survive a crash"))
+            holder = None
+            deadline = time.monotonic() + 60
+            while holder is None and time.monotonic() < deadline:
+                with service.sessions() as s:
+                    holder = s.scalar(
+                        select(Step.lease_holder).where(
+                            Step.job_id == job_id, Step.step_index == 0, Step.status == "running"
+                        )
+                    )
+                time.sleep(0.1)
+            assert holder, "step 0 never started"
+            time.sleep(1.0)  # the call is in flight at the scripted server
+            procs[holder.split("@")[0]].kill()
+            service.wait([job_id], timeout=120)
+            view = service.job(job_id)
+            assert view["status"] == "done" and view["chains"][0]["rounds"][0]["steps"][0]["attempts"] == 2
+            with service.sessions() as s:
+                trace_id = s.get_one(Job, job_id).traceparent.split("-")[1]
+            receiver.wait_for(lambda rx: any(s.name == "conductor.job" for s in rx.trace(trace_id)))
+            receiver.wait_for(lambda rx: sum(s.name == "conductor.run_step" for s in rx.trace(trace_id)) >= 2)
+    finally:
+        server.stop()
+
+    spans = receiver.trace(trace_id)
+    # Every span naming this job is in its one trace, and every parent arrived.
+    assert {s.trace_id for s in receiver.spans if s.attributes.get("conductor.job.id") == job_id} == {trace_id}
+    _assert_no_orphans(spans, None)
+    job = _one(spans, "conductor.job")
+    assert job.parent_id is None  # submitted with no caller span: the job is the root
+    (round_,) = _children(spans, job)
+    step_spans = [s for s in spans if s.name == "conductor.run_step"]
+    # The re-run (and whatever the killed worker had no time to send: nothing) hangs under the round.
+    assert all(s.parent_id == round_.span_id for s in step_spans)
+    assert sorted(s.attributes["conductor.step.index"] for s in step_spans) == [0, 1]
+
+
+def test_a_traceparent_on_an_api_request_makes_the_jobs_trace_a_child_of_the_callers(harness, receiver):  # noqa: F811
+    """The HTTP API (embedded: SQLite, in-process worker); the caller's span is someone else's."""
+    trace_id, caller_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    key = harness.key("acme")
+    response = harness.client.post(
+        "/v1/jobs",
+        json={"problem": {"question": "[wf:chain] 2+2?"}},
+        headers=harness.headers(key, traceparent=f"00-{trace_id}-{caller_id}-01"),
+    )
+    assert response.status_code == 201
+    job_id = response.json()["id"]
+    deadline = time.monotonic() + 60
+    while harness.client.get(f"/v1/jobs/{job_id}", headers=harness.headers(key)).json()["status"] != "done":
+        assert time.monotonic() < deadline, "the job did not finish"
+        time.sleep(0.2)
+    telemetry.force_flush()
+    receiver.wait_for(lambda rx: any(s.name == "conductor.job" for s in rx.trace(trace_id)))
+
+    spans = receiver.trace(trace_id)
+    request = _one(spans, "POST /v1/jobs")  # FastAPI's server span, continuing the caller's
+    assert request.parent_id == caller_id and request.attributes["http.response.status_code"] == 201
+    assert not [k for s in spans for k in s.attributes if "authorization" in k.lower()]
+    job = _one(spans, "conductor.job")
+    by_id = {s.span_id: s for s in spans}
+    ancestors, at = [], job
+    while at.parent_id in by_id:
+        at = by_id[at.parent_id]
+        ancestors.append(at.name)
+    assert request.name in ancestors and at is request  # the job was submitted while handling the request
+    with harness.client.app.state.api.sessions() as s:
+        tenant_id = s.get_one(Job, job_id).tenant_id
+    assert job.attributes["conductor.tenant.id"] == tenant_id and job.attributes["conductor.job.id"] == job_id
+    _assert_no_orphans(spans, caller_id)
+    assert sum(s.name == "conductor.run_step" for s in spans) == 2
