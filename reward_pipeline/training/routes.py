@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,7 +92,9 @@ def try_routes(
         spec = pool.worker(name)
         texts = [expand_question(s, p.question) for p, s in items]
         if spec.is_tool:
-            answers = [tool(spec.model, build_step_messages(t, [])) for t in texts]
+            # The python tool starts a sandboxed process per program: a few at once keep the cores busy.
+            with ThreadPoolExecutor(4) as ex:
+                answers = list(ex.map(lambda t, m=spec.model: tool(m, build_step_messages(t, [])), texts))
         else:
             answers = answer(spec, texts)
         for (p, subtask), text in zip(items, answers, strict=True):
