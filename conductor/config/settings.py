@@ -32,6 +32,11 @@ class Settings(BaseSettings):
     max_steps: int = Field(5, ge=1, le=16, description="Most steps one workflow may have (paper: 5).")
     recursion: bool = Field(True, description="Offer the Conductor a replan round after each answer.")
     max_rounds: int = Field(3, ge=1, description="Most Conductor rounds in one chain (plans, resamples, replans).")
+    replans: bool | None = Field(
+        None,
+        description="Offer replan rounds whatever the pool's `conductor.replans` says (true/false); unset: the "
+        "pool decides. `recursion` off still turns them off.",
+    )
     max_depth: int = Field(1, ge=0, description="Most nesting of Conductor-as-worker calls.")
     max_model_calls: int = Field(40, ge=1, description="Most model calls (Conductor + workers) one job may make.")
     samples: int = Field(1, ge=1, le=64, description="Workflows sampled per problem (G).")

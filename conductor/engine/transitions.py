@@ -228,7 +228,8 @@ class Transitions:
                 if rescue is not None:
                     return rescue
         # A fixed or fallback round never replans: decided without loading the chain or the job.
-        if self.settings.recursion and self.pool.conductor.replans and kind in (RoundKind.PLAN, RoundKind.REPLAN):
+        replans = self.pool.conductor.replans if self.settings.replans is None else self.settings.replans
+        if self.settings.recursion and replans and kind in (RoundKind.PLAN, RoundKind.REPLAN):
             chain = s.get_one(Chain, chain_id)
             if chain.rounds_used < self.settings.max_rounds and chain.job.options.get("recursion", True):
                 return Effects(replans=[self._new_round(s, chain, RoundKind.REPLAN).id])

@@ -333,14 +333,25 @@ class Gateway:
         answer_format: AnswerFormat | None = None,
     ) -> Completion:
         if not telemetry.enabled():  # the hot path when tracing is off: no span object at all
-            return self._retrying(spec, messages, label=label, want_logprobs=want_logprobs, regex=regex)
+            return self._retrying(
+                spec, messages, label=label, want_logprobs=want_logprobs, regex=regex, answer_format=answer_format
+            )
         with model_call_span(spec, messages, label=label) as span:
-            result = self._retrying(spec, messages, label=label, want_logprobs=want_logprobs, regex=regex)
+            result = self._retrying(
+                spec, messages, label=label, want_logprobs=want_logprobs, regex=regex, answer_format=answer_format
+            )
             record_answer(span, result)
             return result
 
     def _retrying(
-        self, spec: ModelSpec, messages: list[dict], *, label: str, want_logprobs: bool, regex: str | None
+        self,
+        spec: ModelSpec,
+        messages: list[dict],
+        *,
+        label: str,
+        want_logprobs: bool,
+        regex: str | None,
+        answer_format: AnswerFormat | None = None,
     ) -> Completion:
         errors: list[str] = []
         last: Exception | None = None

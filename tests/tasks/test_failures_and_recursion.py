@@ -96,6 +96,22 @@ def test_a_conductor_trained_on_first_plans_only_is_never_offered_a_replan(tmp_p
     assert [r["kind"] for r in job["chains"][0]["rounds"]] == ["plan"] and job["status"] == "done"
 
 
+def test_the_replans_setting_offers_replans_to_a_pool_that_has_them_off(tmp_path):
+    # How a deployment measures a Conductor trained on replans without editing its pool file.
+    server = ScriptedLLMServer(default_script()).start()
+    try:
+        pool = scripted_pool(server.base_url)
+        pool.conductor = pool.conductor.model_copy(update={"replans": False})
+        with embedded_system(tmp_path, pool, recursion=True, max_rounds=3, replans=True) as sys:
+            job_id, _ = sys.service.submit(Problem(question="[wf:single] [replan:redo] x"))
+            sys.service.wait([job_id], timeout=60)
+            job = sys.service.job(job_id)
+    finally:
+        server.stop()
+
+    assert [r["kind"] for r in job["chains"][0]["rounds"]][:2] == ["plan", "replan"] and job["status"] == "done"
+
+
 def test_the_conductor_as_a_worker_runs_a_nested_workflow(tmp_path):
     def script(model, messages, body):
         text = "\n".join(m["content"] for m in messages)
