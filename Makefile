@@ -27,14 +27,15 @@ model: setup
 
 # The first 12 problems of the held-out mixed file (two of each of six kinds, in templates, words and facts the
 # training generator never wrote), run by the trained Conductor with its workflows and a right/wrong mark
-# each: different kinds get different workflows. Then, on the same 12, the best fixed route of the measured
-# route table and the pool's two models alone. Problems are the first N of the file, not picked after the fact.
+# each: different kinds get different workflows. Then, on the same 12, the pool's two models alone (smol-creative
+# alone is the best fixed route of the measured route table, README) and Mixture-of-Agents, the strongest
+# multi-step fixed workflow. Problems are the first N of the file, not picked after the fact.
 HELDOUT := reward_pipeline/evaluation/data/mixed_heldout.jsonl
 DEMO_N  ?= 12
-DEMO_BASELINES ?= tool-route:smol-precise:python,single:smol-precise,single:smol-creative
+DEMO_BASELINES ?= single:smol-precise,single:smol-creative,moa
 demo: model
 	$(BIN)/conductor run $(HELDOUT) --limit $(DEMO_N) --show-workflows --out results/demo.jsonl
-	@echo "--- the same $(DEMO_N) problems, the best fixed route and each pool model alone:"
+	@echo "--- the same $(DEMO_N) problems, each pool model alone (the best fixed route) and Mixture-of-Agents:"
 	$(BIN)/conductor eval -b $(HELDOUT) -n $(DEMO_N) -m $(DEMO_BASELINES) -o results/demo-baselines --no-progress
 	@echo "results in results/demo.jsonl and results/demo-baselines/"
 
