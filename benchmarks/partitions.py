@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--in-flight", type=int, default=8, help="Jobs the feeder keeps running at once.")
     ap.add_argument("--threads", type=int, default=4, help="Threads of each host's worker.")
+    ap.add_argument("--faults", type=int, default=3, choices=range(4), help="How many of the three faults to run.")
     ap.add_argument("--partition", type=float, default=15.0, help="Seconds each partition lasts.")
     ap.add_argument("--delay", type=float, default=2.0, help="Seconds each worker model call takes.")
     ap.add_argument("--shipped-links", action="store_true", help="The default connection timeouts, not CI's.")
@@ -48,6 +49,7 @@ def main() -> None:
         seed=args.seed,
         threads=args.threads,
         in_flight=args.in_flight,
+        faults=args.faults,
         partition_s=args.partition,
         delay_s=args.delay,
         links={} if args.shipped_links else None,

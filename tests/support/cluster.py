@@ -43,6 +43,7 @@ class Proc:
     ) -> None:
         self.name = name
         self.log = log
+        self._command = (args, env, prefix)
         self._fh = log.open("w")
         self.popen = subprocess.Popen(
             [*(prefix or []), sys.executable, "-m", "conductor.cli.main", *args],  # prefix: `ip netns exec ns`
@@ -52,6 +53,11 @@ class Proc:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+    def again(self, log: Path) -> Proc:
+        """The same command started anew (a supervisor's restart), logging to `log`."""
+        args, env, prefix = self._command
+        return Proc(self.name, args, env, log, prefix=prefix)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.popen.poll() is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,45 @@ def _script(delay_s: float) -> Any:
     return script
 
 
+def _kill_and_restart(hosts: Hosts, host: str, procs: dict[str, list[Any]], boot: Any, down_s: float) -> str:
+    """The whole host goes (every process SIGKILLed at once), and comes back `down_s` later."""
+    n = hosts.kill(host)
+    for p in procs[host]:
+        p.popen.wait(10)
+        p.stop()
+    time.sleep(down_s)
+    procs[host] = boot(host)
+    return f"killed {n} processes, restarted after {down_s:.0f} s"
+
+
+class BeatSupervisor:
+    """Restarts an exited beat, as `restart: unless-stopped` does in docker-compose.yml: after its
+    host is killed, the new beat exits while the dead one's lock lives out its TTL. `procs` is the
+    beat host's processes, beat last; change it only under `guard`."""
+
+    def __init__(self, procs: list[Any], log_file: Any) -> None:
+        self.procs, self.log_file = procs, log_file
+        self.guard, self.restarts = threading.Lock(), 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="beat-supervisor", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(2.0):
+            with self.guard:
+                beat = self.procs[-1]
+                if beat.popen.poll() is None:
+                    continue
+                beat.stop()
+                self.restarts += 1
+                self.procs[-1] = beat.again(self.log_file(self.restarts))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(10)
+        return self.restarts
+
+
 def run_partitions(
     work: Path,
     *,
@@ -80,6 +120,7 @@ def run_partitions(
     seed: int = 1,
     threads: int = 4,
     in_flight: int = 6,
+    faults: int = 3,
     partition_s: float = 15.0,
     down_s: float = 5.0,
     settle_s: float = 8.0,
@@ -140,6 +181,8 @@ def run_partitions(
 
             for h in HOSTS:
                 procs[h] = boot(h)
+            supervisor = BeatSupervisor(procs[HOSTS[0]], lambda n: work / f"{HOSTS[0]}.{lives[HOSTS[0]]}.beat.{n}.log")
+            guard = supervisor.guard
 
             src = work / "problems.jsonl"
             with src.open("w") as fh:
@@ -152,6 +195,7 @@ def run_partitions(
                 Fault("kill", rng.choice(HOSTS)),
             ]
             rng.shuffle(plan)
+            plan = plan[:faults]
             started, wall_start = time.monotonic(), time.time()
             batch_id = service.submit_batch(src, keep_ids=False).batch_id
 
@@ -169,16 +213,12 @@ def run_partitions(
                     time.sleep(0.5)
                 fault.started = time.time()
                 if fault.kind == "kill":
-                    n = hosts.kill(fault.host)
-                    for p in procs[fault.host]:
-                        p.popen.wait(10)
-                        p.stop()
-                    time.sleep(down_s)
-                    procs[fault.host] = boot(fault.host)
-                    note = f"killed {n} processes, restarted after {down_s:.0f} s"
+                    with guard:
+                        note = _kill_and_restart(hosts, fault.host, procs, boot, down_s)
+                        if fault.host == HOSTS[0]:
+                            supervisor.procs = procs[fault.host]
                 else:
-                    port = redis_srv.port if fault.kind == "redis" else pg.port
-                    hosts.cut(fault.host, port)
+                    hosts.cut(fault.host, redis_srv.port if fault.kind == "redis" else pg.port)
                     time.sleep(partition_s)
                     hosts.heal(fault.host)
                     note = f"cut from {fault.kind} for {partition_s:.0f} s"
@@ -191,6 +231,8 @@ def run_partitions(
             except TimeoutError as exc:
                 summary.events.append(f"gave up waiting: {exc}")
             summary.seconds = time.monotonic() - started
+            if restarts := supervisor.stop():
+                summary.events.append(f"beat restarted {restarts} times (the killed beat's lock had to expire)")
             time.sleep(1.0)
             with runtime.sessions() as s:
                 tally(s, summary, batch_id)
