@@ -46,7 +46,7 @@ class Runtime:
 
     @cached_property
     def db(self) -> SqlEngine:
-        engine = make_engine(self.settings.db_url)
+        engine = make_engine(self.settings.db_url, self.settings.links)
         upgrade(engine)
         return engine
 

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from conductor.config.connections import DEFAULT_LINKS, Links
 from conductor.config.settings import Settings
 from conductor.domain.errors import ConfigError
 from schedulers import health, keys
@@ -61,7 +62,11 @@ def _stop_this_process() -> None:
 
 @contextlib.contextmanager
 def single_beat(
-    redis_url: str | None, *, ttl_s: float = BEAT_LOCK_TTL_S, on_lost: Callable[[], None] | None = None
+    redis_url: str | None,
+    *,
+    ttl_s: float = BEAT_LOCK_TTL_S,
+    on_lost: Callable[[], None] | None = None,
+    links: Links = DEFAULT_LINKS,
 ) -> Iterator[None]:
     """Hold the beat lock for as long as the block runs; refuse if another beat holds it.
 
@@ -74,7 +79,7 @@ def single_beat(
     import redis
     from redis.exceptions import LockError
 
-    client = redis.Redis.from_url(redis_url, socket_timeout=max(1.0, ttl_s / 3))
+    client = redis.Redis.from_url(redis_url, **links.redis_kwargs(socket_timeout_s=max(1.0, ttl_s / 3)))
     lock = client.lock(keys.BEAT_LOCK, timeout=ttl_s, thread_local=False)
     while True:  # like a worker, wait for the broker at start instead of exiting (chaos found this)
         try:
@@ -122,7 +127,7 @@ def run_beat(app: Celery, settings: Settings, *, loglevel: str = "INFO") -> None
     """Run beat on `app` (the entry point's Celery app) until the process is told to stop."""
     app.conf.beat_schedule = beat_schedule(settings)
     settings.home.mkdir(parents=True, exist_ok=True)  # the schedule file lives there
-    with single_beat(settings.cluster_redis_url, on_lost=_stop_this_process):
+    with single_beat(settings.cluster_redis_url, on_lost=_stop_this_process, links=settings.links):
         while True:
             try:
                 app.Beat(loglevel=loglevel, schedule=str(settings.home / "celerybeat-schedule")).run()

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
+from conductor.config.connections import DEFAULT_LINKS, Links
+
 _TASK_ID = re.compile(rb'"id": "([^"]+)"')  # the first one in a message is headers.id
 _PAGE = 1000
 
@@ -20,11 +22,11 @@ def queue_keys(queues: Iterable[str]) -> list[str]:
     return [k for q in queues for k in (q, *(f"{q}\x06\x16{p}" for p in (3, 6, 9)))]
 
 
-def redis_queue_depth(url: str, queues: Iterable[str]) -> Callable[[], int]:
+def redis_queue_depth(url: str, queues: Iterable[str], links: Links = DEFAULT_LINKS) -> Callable[[], int]:
     """Messages waiting in kombu's Redis lists for `queues` (priority sub-queues included)."""
     import redis
 
-    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    client = redis.Redis.from_url(url, **links.redis_kwargs(socket_timeout_s=5))
     keys = queue_keys(queues)
 
     def depth() -> int:
@@ -36,7 +38,9 @@ def redis_queue_depth(url: str, queues: Iterable[str]) -> Callable[[], int]:
     return depth
 
 
-def redis_waiting_task_ids(url: str, queues: Iterable[str], *, limit: int) -> Callable[[], set[str] | None]:
+def redis_waiting_task_ids(
+    url: str, queues: Iterable[str], *, limit: int, links: Links = DEFAULT_LINKS
+) -> Callable[[], set[str] | None]:
     """The ids of the tasks whose messages wait in `queues`; None when more than `limit` wait (too
     many to read on every sweep: the caller then decides by time alone).
 
@@ -45,7 +49,7 @@ def redis_waiting_task_ids(url: str, queues: Iterable[str], *, limit: int) -> Ca
     """
     import redis
 
-    client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+    client = redis.Redis.from_url(url, **links.redis_kwargs(socket_timeout_s=10))
     keys = queue_keys(queues)
 
     def waiting() -> set[str] | None:
@@ -68,9 +72,11 @@ def redis_waiting_task_ids(url: str, queues: Iterable[str], *, limit: int) -> Ca
     return waiting
 
 
-def waiting_task_ids(url: str, queues: Iterable[str], *, limit: int) -> Callable[[], set[str] | None]:
+def waiting_task_ids(
+    url: str, queues: Iterable[str], *, limit: int, links: Links = DEFAULT_LINKS
+) -> Callable[[], set[str] | None]:
     """`redis_waiting_task_ids` on a Redis broker; elsewhere (the in-memory transport) nothing can
     be read, and the probe answers None."""
     if not url.startswith(("redis://", "rediss://")):
         return lambda: None
-    return redis_waiting_task_ids(url, queues, limit=limit)
+    return redis_waiting_task_ids(url, queues, limit=limit, links=links)

@@ -236,7 +236,9 @@ def feeder_for(sessions: sessionmaker[Session], settings: Settings, send: Callab
 
     depth = None
     if settings.broker_url.startswith(("redis://", "rediss://")):
-        depth = redis_queue_depth(settings.broker_url, [q for q in QUEUES if q not in ("reward", "train")])
+        depth = redis_queue_depth(
+            settings.broker_url, [q for q in QUEUES if q not in ("reward", "train")], settings.links
+        )
     limits = FeederLimits(
         max_in_flight=settings.max_in_flight_jobs,
         max_queue_depth=settings.max_queue_depth,

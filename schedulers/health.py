@@ -11,6 +11,7 @@ import contextlib
 import time
 from typing import Any
 
+from conductor.config.connections import DEFAULT_LINKS, Links
 from schedulers import keys
 
 #: The reaper counts as stale after this many of its intervals without a run.
@@ -22,13 +23,16 @@ def record_beat(client: Any, *, ttl_s: float) -> None:
     client.set(keys.BEAT_HEARTBEAT, f"{time.time():.3f}", px=int(ttl_s * 3000))
 
 
-def record_reaper_run(redis_url: str | None) -> None:
+def record_reaper_run(redis_url: str | None, links: Links = DEFAULT_LINKS) -> None:
     """Note that the reaper just ran (no-op without Redis; never fails the reaper)."""
     if redis_url is None:
         return
     import redis
 
-    with contextlib.suppress(redis.RedisError), redis.Redis.from_url(redis_url, socket_timeout=2) as client:
+    with (
+        contextlib.suppress(redis.RedisError),
+        redis.Redis.from_url(redis_url, **links.redis_kwargs(socket_timeout_s=2)) as client,
+    ):
         client.set(keys.REAPER_LAST_RUN, f"{time.time():.3f}")
 
 
@@ -37,12 +41,14 @@ def _age(client: Any, key: str, now: float) -> float | None:
     return None if raw is None else round(max(0.0, now - float(raw)), 1)
 
 
-def redis_health(redis_url: str, *, reaper_interval_s: float, queues: tuple[str, ...]) -> dict[str, Any]:
+def redis_health(
+    redis_url: str, *, reaper_interval_s: float, queues: tuple[str, ...], links: Links = DEFAULT_LINKS
+) -> dict[str, Any]:
     """Beat heartbeat, reaper age and queue depths from Redis, with a warning for each problem."""
     import redis
 
     now = time.time()
-    with redis.Redis.from_url(redis_url, socket_timeout=3, socket_connect_timeout=3) as client:
+    with redis.Redis.from_url(redis_url, **links.redis_kwargs(socket_timeout_s=3)) as client:
         beat_age = _age(client, keys.BEAT_HEARTBEAT, now)
         reaper_age = _age(client, keys.REAPER_LAST_RUN, now)
         depths = {q: int(client.llen(q)) for q in queues}

@@ -49,6 +49,7 @@ from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.storage import RedisStorage
 from limits.strategies import MovingWindowRateLimiter, RateLimiter, SlidingWindowCounterRateLimiter
 
+from conductor.config.connections import DEFAULT_LINKS, Links
 from conductor.config.pool import Limits, ModelSpec, Pool
 from conductor.config.settings import Settings
 from conductor.domain.errors import RateLimited
@@ -116,7 +117,7 @@ def cluster_limiter(settings: Settings, pool: Pool) -> RedisLimiter | None:
     """A `Runtime`'s limiter factory: cluster-wide limits when the pool declares any and a Redis
     is configured, else none."""
     url = settings.cluster_redis_url
-    return RedisLimiter(url, pool) if url and has_limits(pool) else None
+    return RedisLimiter(url, pool, links=settings.links) if url and has_limits(pool) else None
 
 
 def _any(lim: Limits) -> bool:
@@ -140,15 +141,16 @@ class RedisLimiter:
         poll_s: float = 0.05,
         lease_margin_s: float = 30.0,
         busy_retry_after_s: float = 1.0,
+        links: Links = DEFAULT_LINKS,
     ) -> None:
         self.pool = pool
         self.max_wait_s = max_wait_s
         self.poll_s = poll_s
         self.lease_margin_s = lease_margin_s
         self.busy_retry_after_s = busy_retry_after_s
-        self.client: redis.Redis = redis.Redis.from_url(redis_url)
+        self.client: redis.Redis = redis.Redis.from_url(redis_url, **links.redis_kwargs())
         self._acquire_script = self.client.register_script(_ACQUIRE)
-        storage = RedisStorage(redis_url, key_prefix=keys.RATE_PREFIX)
+        storage = RedisStorage(redis_url, key_prefix=keys.RATE_PREFIX, **links.redis_kwargs())
         self._exact = MovingWindowRateLimiter(storage)
         self._counter = SlidingWindowCounterRateLimiter(storage)
         self._storage = storage

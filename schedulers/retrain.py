@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from conductor.config.connections import Links
 from conductor.config.settings import Settings
 from conductor.store.models import Job, Reward, TrainingCycle
 from conductor.store.queries import trainable_jobs
@@ -24,13 +25,13 @@ LIVE = ("queued", "running")
 
 
 @contextlib.contextmanager
-def _redis_lock(redis_url: str | None) -> Iterator[bool]:
+def _redis_lock(redis_url: str | None, links: Links) -> Iterator[bool]:
     if not redis_url:
         yield True
         return
     import redis
 
-    client = redis.Redis.from_url(redis_url)
+    client = redis.Redis.from_url(redis_url, **links.redis_kwargs())
     lock = client.lock(LOCK_KEY, timeout=60, blocking=False, thread_local=False)
     got = bool(lock.acquire(blocking=False))
     try:
@@ -46,7 +47,7 @@ def maybe_start_retrain(sessions: sessionmaker[Session], settings: Settings, sen
     """Start (record and send) a cycle if one is due; returns what it decided, for the logs."""
     if not settings.retrain_enabled:
         return "disabled"
-    with _redis_lock(settings.cluster_redis_url) as got:
+    with _redis_lock(settings.cluster_redis_url, settings.links) as got:
         if not got:
             return "another check holds the lock"
         with sessions.begin() as s:

@@ -36,10 +36,14 @@ def create_app(settings: Settings, runtime: Runtime) -> Celery:
         task_time_limit=settings.task_time_limit_s,
         broker_transport_options={
             "visibility_timeout": settings.visibility_timeout_s,
+            # A broker that went silent (a partition drops packets, no RST) must fail a publish or
+            # a BRPOP in seconds, not hang the worker on a half-open socket.
+            **({} if settings.embedded else settings.links.celery_transport_options()),
             # The in-memory transport polls; its 1 s default would add a second to every hop.
             **({"polling_interval": 0.02} if settings.embedded else {}),
         },
         broker_connection_retry_on_startup=True,
+        broker_connection_timeout=settings.connect_timeout_s,
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
         worker_log_format=JOB_LOG_FORMAT,  # the job id on every line a task writes (tasks.job_logging)

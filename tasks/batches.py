@@ -26,7 +26,9 @@ def send_batch_work(app: Celery, kind: str, batch_id: str) -> None:
 
 
 def register_batches(app: Celery, runtime: Runtime, dispatch: Dispatcher) -> None:
-    waiting = waiting_task_ids(runtime.settings.broker_url, QUEUES, limit=runtime.settings.broker_scan_limit)
+    waiting = waiting_task_ids(
+        runtime.settings.broker_url, QUEUES, limit=runtime.settings.broker_scan_limit, links=runtime.settings.links
+    )
     _batches: list[Batches] = []
 
     def batches() -> Batches:

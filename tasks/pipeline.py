@@ -41,7 +41,9 @@ def requeue_after(runtime: Runtime, task: Task | None) -> float | None:
 def waiting_work(runtime: Runtime) -> Callable[[], Effects | None]:
     """The work whose messages wait in the broker's queues now; None where that cannot be read (the
     in-memory transport, or more messages than `broker_scan_limit`)."""
-    probe = waiting_task_ids(runtime.settings.broker_url, QUEUES, limit=runtime.settings.broker_scan_limit)
+    probe = waiting_task_ids(
+        runtime.settings.broker_url, QUEUES, limit=runtime.settings.broker_scan_limit, links=runtime.settings.links
+    )
 
     def read() -> Effects | None:
         ids = probe()
@@ -175,4 +177,4 @@ def register(app: Celery, runtime: Runtime) -> None:
         pipe.dispatch(pipe.orchestrator.recover(waiting()))
         resend_overdue(app, runtime)  # webhook attempts lost with their process
         pipe.feeder.admit()  # waiting batch jobs keep flowing when no client follows them
-        record_reaper_run(runtime.settings.cluster_redis_url)  # read by `conductor status`
+        record_reaper_run(runtime.settings.cluster_redis_url, runtime.settings.links)  # read by `conductor status`

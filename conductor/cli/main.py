@@ -250,7 +250,10 @@ def cluster_status(sysm: System) -> dict:
         from schedulers import health
 
         report |= health.redis_health(
-            settings.cluster_redis_url, reaper_interval_s=settings.reaper_interval_s, queues=QUEUES
+            settings.cluster_redis_url,
+            reaper_interval_s=settings.reaper_interval_s,
+            queues=QUEUES,
+            links=settings.links,
         )
         consumers = health.consumers(sysm.app)
         report["consumers"] = consumers

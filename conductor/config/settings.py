@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from conductor.config.connections import DEFAULT_LINKS, Links
 from conductor.domain.destinations import Destinations
 
 ENV_PREFIX = "CONDUCTOR_"
@@ -120,6 +122,43 @@ class Settings(BaseSettings):
         description="Most queued messages the reaper reads to tell waiting work from lost work; past it, time alone decides.",
     )
 
+    connect_timeout_s: float = Field(
+        DEFAULT_LINKS.connect_timeout_s, gt=0, description="How long opening a Redis or PostgreSQL connection may take."
+    )
+    redis_socket_timeout_s: float = Field(
+        DEFAULT_LINKS.redis_socket_timeout_s,
+        gt=1,
+        description="Longest wait for one Redis reply (broker, limits, locks) before the link counts as dead.",
+    )
+    redis_health_check_s: float = Field(
+        DEFAULT_LINKS.redis_health_check_s,
+        gt=0,
+        description="A Redis link idle this long is pinged before use; a consumer's BRPOP overdue by this much "
+        "is dropped and reconnected.",
+    )
+    tcp_keepalive_idle_s: int = Field(
+        DEFAULT_LINKS.tcp_keepalive_idle_s,
+        ge=1,
+        description="Idle seconds before a TCP keepalive probe (Redis, PostgreSQL).",
+    )
+    tcp_keepalive_interval_s: int = Field(
+        DEFAULT_LINKS.tcp_keepalive_interval_s, ge=1, description="Seconds between unanswered keepalive probes."
+    )
+    tcp_keepalive_count: int = Field(
+        DEFAULT_LINKS.tcp_keepalive_count, ge=1, description="Unanswered keepalive probes that end a connection."
+    )
+    tcp_user_timeout_s: float = Field(
+        DEFAULT_LINKS.tcp_user_timeout_s,
+        gt=0,
+        description="Sent data unacknowledged this long ends a Redis or PostgreSQL connection (TCP_USER_TIMEOUT).",
+    )
+    pg_idle_in_transaction_timeout_s: float = Field(
+        DEFAULT_LINKS.pg_idle_in_transaction_timeout_s,
+        ge=0,
+        description="PostgreSQL ends a session idle inside a transaction this long, releasing its locks (a "
+        "partitioned or vanished client); 0 disables it.",
+    )
+
     api_host: str = Field("127.0.0.1", description="Address `conductor api` listens on.")
     api_port: int = Field(8000, ge=1, le=65535, description="Port `conductor api` listens on.")
     files_dir: Path | None = Field(
@@ -222,6 +261,12 @@ class Settings(BaseSettings):
         # Redis re-delivers unacked messages after this; it must outlast any running task
         # or a slow step would be executed twice.
         return self.task_time_limit_s * 2 + 60
+
+    @property
+    def links(self) -> Links:
+        """Timeouts and keepalives for every Redis and PostgreSQL connection this process opens."""
+        # Every Links field is a setting of the same name.
+        return Links(**{f.name: getattr(self, f.name) for f in fields(Links)})
 
     @property
     def db_url(self) -> str:

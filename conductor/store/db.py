@@ -9,10 +9,13 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
+from conductor.config.connections import DEFAULT_LINKS, Links
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, links: Links = DEFAULT_LINKS) -> Engine:
+    """The engine for `url`; a PostgreSQL one with `links`' timeouts and keepalives on every connection."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
@@ -29,7 +32,8 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    engine = create_engine(url, pool_size=10, max_overflow=20)
+    connect_args = links.postgres_connect_args() if url.startswith("postgresql") else {}
+    engine = create_engine(url, pool_size=10, max_overflow=20, connect_args=connect_args)
     ping_when_idle(engine)
     return engine
 

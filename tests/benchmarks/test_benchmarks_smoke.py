@@ -42,6 +42,13 @@ def _py_spy_profile(tmp: Path) -> list[str]:
     return [str(tmp / "spy.txt")]
 
 
+def _hosts() -> None:
+    from tests.support import hosts
+
+    if missing := hosts.missing():
+        pytest.skip(missing)
+
+
 def _vllm_venv() -> None:
     if not default_python().exists():
         message = f"vLLM venv missing ({default_python()}); run scripts/setup_vllm_venv.sh"
@@ -77,6 +84,13 @@ SMOKES: dict[str, Smoke] = {
         ["--problems", "6", "--events", "0", "--window", "1", "--workers", "1", "--timeout", "240"],
         marks=(pytest.mark.services,),
         expect="PASS",
+    ),
+    # Faults are the integration suite's (tests/integration/test_partitions.py); here the hosts and wiring.
+    "partitions.py": Smoke(
+        ["--problems", "6", "--faults", "0", "--timeout", "200"],
+        marks=(pytest.mark.services, pytest.mark.hosts),
+        expect="PASS",
+        needs=_hosts,
     ),
     "local_inference.py": Smoke(
         ["--model-home", str(MODEL_HOME), "--prompts", "1", "--max-tokens", "4", "--concurrency", "1"],

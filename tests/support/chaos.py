@@ -56,8 +56,9 @@ def services_missing() -> str | None:
 class PrivateRedis:
     """redis-server on its own port, nothing kept on disk: a restart loses every queued message."""
 
-    def __init__(self) -> None:
+    def __init__(self, also_on: str | None = None) -> None:
         self.port = free_port()
+        self.also_on = also_on  # a second address to listen on (the multi-host test's bridge)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -66,7 +67,19 @@ class PrivateRedis:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            [
+                *(
+                    "redis-server",
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    *([self.also_on] if self.also_on else []),
+                ),
+                *("--save", "", "--appendonly", "no"),
+                # The second address is the test's own bridge, routed nowhere: let its hosts in.
+                *(("--protected-mode", "no") if self.also_on else ()),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -86,8 +99,9 @@ class PrivateRedis:
 class PrivatePostgres:
     """A throwaway PostgreSQL cluster (trust auth, superuser `root`) on its own port."""
 
-    def __init__(self) -> None:
+    def __init__(self, also_on: str | None = None) -> None:
         self.port = free_port()
+        self.also_on = also_on  # a second address to listen on, open to its /24 (the multi-host test's bridge)
         self.dir = Path(tempfile.mkdtemp(prefix="chaos-pg-"))
         self.data = self.dir / "data"
         self.bin = _pg_bin()
@@ -107,11 +121,16 @@ class PrivatePostgres:
 
     def init(self) -> None:
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "root", "--no-sync")
+        if self.also_on:
+            net = self.also_on.rsplit(".", 1)[0] + ".0/24"
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                hba.write(f"host all all {net} trust\n")
         self.start()
         self._run(str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "root", "chaos")
 
     def start(self) -> None:
-        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        listen = ",".join(["127.0.0.1", *([self.also_on] if self.also_on else [])])
+        opts = f"-p {self.port} -k {self.dir} -c listen_addresses={listen} -c fsync=off -c max_connections=200"
         self._run(
             str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", opts, "-l", str(self.dir / "log"), "-w", "start"
         )

@@ -38,18 +38,26 @@ def cluster_env(home: Path, broker: str, db: str, pool_file: Path, **extra: str)
 
 
 class Proc:
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self, name: str, args: list[str], env: dict[str, str], log: Path, *, prefix: list[str] | None = None
+    ) -> None:
         self.name = name
         self.log = log
+        self._command = (args, env, prefix)
         self._fh = log.open("w")
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "conductor.cli.main", *args],
+            [*(prefix or []), sys.executable, "-m", "conductor.cli.main", *args],  # prefix: `ip netns exec ns`
             env=env,
             cwd=REPO,
             stdout=self._fh,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+    def again(self, log: Path) -> Proc:
+        """The same command started anew (a supervisor's restart), logging to `log`."""
+        args, env, prefix = self._command
+        return Proc(self.name, args, env, log, prefix=prefix)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.popen.poll() is None:

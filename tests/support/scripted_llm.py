@@ -51,7 +51,9 @@ def fake_token_ids(text: str, vocab: int = 50000) -> list[int]:
 
 
 class ScriptedLLMServer:
-    def __init__(self, script: Script, *, prompt_token_ids: bool = False, vocab: int = 50000) -> None:
+    def __init__(
+        self, script: Script, *, prompt_token_ids: bool = False, vocab: int = 50000, host: str = "127.0.0.1"
+    ) -> None:
         self.script = script
         #: Answer logprob requests as vLLM with `return_token_ids` does (prompt ids too), or as a plain server.
         self.prompt_token_ids = prompt_token_ids
@@ -136,13 +138,13 @@ class ScriptedLLMServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout tests)
 
-        self.httpd = _Server(("127.0.0.1", 0), Handler)
+        self.httpd = _Server((host, 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        return f"http://{self.httpd.server_address[0]}:{self.httpd.server_address[1]}/v1"
 
     def start(self) -> ScriptedLLMServer:
         self.thread.start()
