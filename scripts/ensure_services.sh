@@ -25,6 +25,12 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing chromium (browser tests)"
     (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 || echo "could not install chromium" >&2
 fi
+# The multi-host partition test builds hosts as network namespaces and drops packets with nftables.
+# Without them it skips and says so.
+if ! command -v nft >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    echo "installing nftables (partition test)"
+    (apt-get update -qq && apt-get install -y -qq nftables iproute2) >/dev/null 2>&1 || echo "could not install nftables" >&2
+fi
 for i in $(seq 1 30); do
     if redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && pg_isready -h 127.0.0.1 -p 5432 >/dev/null 2>&1; then
         exit 0
