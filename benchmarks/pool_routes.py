@@ -19,11 +19,9 @@ from conductor.config.pool import Pool, load_pool
 from conductor.config.settings import Settings
 from conductor.domain.errors import PlanParseError
 from conductor.domain.inputs import read_problems
-from conductor.domain.parser import parse_workflow
-from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.problem import Problem
-from conductor.domain.prompts import build_plan_messages
 from conductor.inference.gateway import Gateway
+from reward_pipeline.training.probe import first_plan
 
 HELDOUT = Path(__file__).resolve().parents[1] / "reward_pipeline" / "evaluation" / "data" / "mixed_heldout.jsonl"
 VARIANTS = {
@@ -42,25 +40,15 @@ def without(pool: Pool, names: tuple[str, ...]) -> Pool:
 
 def first_plans(pool: Pool, problems: list[Problem], settings: Settings) -> list[dict]:
     gateway = Gateway(pool, model_home=settings.model_cache, plan_grammar=True)
-    cards = pool.cards()
-    max_steps = pool.step_cap(settings.max_steps)
-    grammar = PlanGrammar.for_round(
-        len(cards),
-        max_steps=max_steps,
-        max_tokens=pool.conductor.max_tokens,
-        prompt_style=pool.conductor.prompt,
-        replan=False,
-    )
     out = []
     for p in problems:
-        messages = build_plan_messages(p.question, cards, max_steps=max_steps, style=pool.conductor.prompt)
-        c = gateway.call_conductor(messages, grammar=grammar)
-        try:
-            wf = parse_workflow(c.text, pool_size=len(cards), max_steps=max_steps)
-            route = ">".join(pool.workers[s.worker].name for s in wf.steps)
-        except PlanParseError:
-            route = "unparsed"
-        out.append({"id": p.id, "family": p.metadata.get("family"), "route": route, "tokens": c.completion_tokens})
+        plan, tokens = first_plan(gateway, p, max_steps=settings.max_steps)
+        route = (
+            "unparsed"
+            if isinstance(plan, PlanParseError)
+            else ">".join(pool.workers[s.worker].name for s in plan.steps)
+        )
+        out.append({"id": p.id, "family": p.metadata.get("family"), "route": route, "tokens": tokens})
     return out
 
 

@@ -45,12 +45,12 @@ class ProbeResult:
         }
 
 
-def probe_plans(gateway: Gateway, problems: Sequence[Problem], *, max_steps: int = 5, threads: int = 8) -> ProbeResult:
-    """First-round plans for `problems`, at most `max_steps` (lowered to the pool Conductor's own cap)."""
+def first_plan(gateway: Gateway, problem: Problem, *, max_steps: int = 5) -> tuple[Any, int]:
+    """One first-round plan for ``problem`` as production samples it (the pool's prompt style and the same
+    grammar a production round gets): the workflow, or the parse error; and its completion tokens."""
     pool = gateway.pool
     cards = pool.cards()
     max_steps = pool.step_cap(max_steps)
-    # The same grammar a production round gets, so the probe measures what serving would parse.
     grammar = PlanGrammar.for_round(
         len(cards),
         max_steps=max_steps,
@@ -58,16 +58,19 @@ def probe_plans(gateway: Gateway, problems: Sequence[Problem], *, max_steps: int
         prompt_style=pool.conductor.prompt,
         replan=False,
     )
+    messages = build_plan_messages(problem.question, cards, max_steps=max_steps, style=pool.conductor.prompt)
+    completion = gateway.call_conductor(messages, grammar=grammar)
+    try:
+        return parse_workflow(completion.text, pool_size=len(cards), max_steps=max_steps), completion.completion_tokens
+    except PlanParseError as exc:
+        return exc, completion.completion_tokens
+
+
+def probe_plans(gateway: Gateway, problems: Sequence[Problem], *, max_steps: int = 5, threads: int = 8) -> ProbeResult:
+    """First-round plans for `problems`, at most `max_steps` (lowered to the pool Conductor's own cap)."""
 
     def one(problem: Problem) -> tuple[Any, int]:
-        messages = build_plan_messages(problem.question, cards, max_steps=max_steps, style=pool.conductor.prompt)
-        completion = gateway.call_conductor(messages, grammar=grammar)
-        try:
-            return parse_workflow(
-                completion.text, pool_size=len(cards), max_steps=max_steps
-            ), completion.completion_tokens
-        except PlanParseError as exc:
-            return exc, completion.completion_tokens
+        return first_plan(gateway, problem, max_steps=max_steps)
 
     result = ProbeResult()
     with ThreadPoolExecutor(threads) as ex:
