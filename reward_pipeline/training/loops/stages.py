@@ -53,13 +53,33 @@ def warmup_stage(
     ckpt_id = registry.new_id("warmup")
     out = checkpoint_dir(home, ckpt_id)
     metrics = run_warmup(examples, base_model=base_model, out_dir=out, config=config)
+    return _register_warmup(
+        registry,
+        ckpt_id,
+        out,
+        base_model,
+        problems,
+        metrics,
+        {"warmup": dataclasses.asdict(config), **(provenance or {})},
+    )
+
+
+def _register_warmup(
+    registry: Registry,
+    ckpt_id: str,
+    out: Path,
+    base_model: Path,
+    problems: list[Problem],
+    metrics: dict[str, Any],
+    config: dict[str, Any],
+) -> CheckpointView:
     return registry.add(
         id=ckpt_id,
         parent_id=None,
         stage="warmup",
         base_model=str(base_model.name),
         path=out,
-        config={"warmup": dataclasses.asdict(config), **(provenance or {})},
+        config=config,
         metrics=metrics,
         # Benchmark and generated problems, no tenant's traffic.
         data_window={"problems": len(problems), "problems_sha256": problems_digest(problems), TENANTS_KEY: []},
@@ -116,23 +136,14 @@ def route_warmup_stage(
                 )
     metrics = run_warmup(built.examples, base_model=base_model, out_dir=out, config=config)
     metrics.update(route_trials=built.stats, route_trial_seconds=round(trial_s, 1))
-    return registry.add(
-        id=ckpt_id,
-        parent_id=None,
-        stage="warmup",
-        base_model=str(base_model.name),
-        path=out,
-        config={
-            "warmup": dataclasses.asdict(config),
-            "curriculum": "mixed",
-            "replan_share": replan_share,
-            "randomise_pool": randomise_pool,
-            **(provenance or {}),
-        },
-        metrics=metrics,
-        # Generated and benchmark problems, no tenant's traffic.
-        data_window={"problems": len(problems), "problems_sha256": problems_digest(problems), TENANTS_KEY: []},
-    )
+    config_record = {
+        "warmup": dataclasses.asdict(config),
+        "curriculum": "mixed",
+        "replan_share": replan_share,
+        "randomise_pool": randomise_pool,
+        **(provenance or {}),
+    }
+    return _register_warmup(registry, ckpt_id, out, base_model, problems, metrics, config_record)
 
 
 def trial_table(problems: list[Problem], trials: dict[str, list[RouteTrial]]) -> dict[str, dict[str, str]]:
