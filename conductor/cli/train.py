@@ -52,6 +52,9 @@ def warmup(
     replan_share: float = typer.Option(0.0, help="Mixed curriculum: share of examples that are replan rounds."),
     randomise_pool: bool = typer.Option(True, help="Mixed curriculum: show random renumbered subsets of the pool."),
     vllm: bool = typer.Option(True, help="Mixed curriculum: run the model routes on a private vLLM server."),
+    trials: Path | None = typer.Option(
+        None, help="Mixed curriculum: reuse the route trials a previous warm-up recorded (its route_trials.jsonl)."
+    ),
     examples: int = typer.Option(160, help="Supervised examples (plans) to train on."),
     epochs: float = typer.Option(2.0),
     lr: float = typer.Option(1e-3, help="LoRA learning rate."),
@@ -84,7 +87,8 @@ def warmup(
                 replan_share=replan_share,
                 randomise_pool=randomise_pool,
                 vllm=vllm,
-                provenance={**provenance, "mixed": mixed},
+                trials=trials,
+                provenance={**provenance, "mixed": mixed, "trials": str(trials) if trials else None},
             )
             if promote:
                 view = registry.promote(view.id)
@@ -126,6 +130,7 @@ def _mixed_warmup(
     randomise_pool: bool,
     vllm: bool,
     provenance: dict[str, Any],
+    trials: Path | None = None,
 ) -> Any:
     """The route warm-up on the mixed curriculum (see `reward_pipeline.training.routes`)."""
     import contextlib
@@ -136,12 +141,16 @@ def _mixed_warmup(
     from reward_pipeline.training.batch_answers import BatchAnswerer, ServerAnswerer
     from reward_pipeline.training.curriculum import curriculum_expressions, mixed_problems
     from reward_pipeline.training.loops.stages import route_warmup_stage
+    from reward_pipeline.training.routes import load_trials
 
     settings = runtime.settings
     problems = mixed_problems(mixed, seed=config.seed) + curriculum_expressions(data_dir, expressions)
     base = model_dir(settings.model_cache)
     with contextlib.ExitStack() as stack:
-        if vllm:
+        answer: Any = None
+        if trials is not None:
+            pass  # recorded: no model runs again
+        elif vllm:
             from conductor.inference.vllm_server import VllmServer
 
             srv = VllmServer(
@@ -154,7 +163,7 @@ def _mixed_warmup(
             # The server compiles its model on start: minutes on 2 busy cores.
             srv.start(timeout=900)
             stack.callback(srv.stop)
-            answer: Any = ServerAnswerer(srv.base_url, "trials")
+            answer = ServerAnswerer(srv.base_url, "trials")
         else:
             answer = BatchAnswerer(base)
         return route_warmup_stage(
@@ -171,6 +180,7 @@ def _mixed_warmup(
             randomise_pool=randomise_pool,
             provenance=provenance,
             log=_print_event,
+            recorded=load_trials(trials) if trials is not None else None,
         )
 
 

@@ -18,10 +18,12 @@ workflow; shown a verified workflow and its answer, the target is three empty li
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from conductor.config.pool import Pool, WorkerSpec
@@ -38,7 +40,15 @@ from conductor.domain.prompts import (
 from conductor.domain.workflow import Workflow
 from reward_pipeline.verifiers.routing import verifier_for
 
-__all__ = ["ANSWER_HINT", "RouteExamples", "RouteTrial", "build_route_examples", "pool_subsets", "try_routes"]
+__all__ = [
+    "ANSWER_HINT",
+    "RouteExamples",
+    "RouteTrial",
+    "build_route_examples",
+    "load_trials",
+    "pool_subsets",
+    "try_routes",
+]
 
 ANSWER_HINT = "Give the final answer."
 
@@ -105,6 +115,18 @@ def try_routes(
                 correct = False  # a reference the verifier cannot use earns no route anything
             trials[str(p.id)].append(RouteTrial(name, subtask, text, correct))
     return trials
+
+
+def load_trials(path: Path) -> dict[str, list[RouteTrial]]:
+    """Trials a previous warm-up recorded (its ``route_trials.jsonl``), to train again on the same rewards
+    without running every route again."""
+    out: dict[str, list[RouteTrial]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        out.setdefault(str(row["problem"]), []).append(
+            RouteTrial(row["worker"], row["subtask"], row["answer"], bool(row["correct"]))
+        )
+    return out
 
 
 def pool_subsets(pool: Pool, rng: random.Random, *, keep: float = 0.7, full_share: float = 0.3) -> list[WorkerSpec]:

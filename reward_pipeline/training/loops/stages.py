@@ -94,18 +94,24 @@ def route_warmup_stage(
     base_model: Path,
     home: Path,
     config: WarmupConfig,
-    answer: Answerer,
-    tool: ToolRunner,
+    answer: Answerer | None,
+    tool: ToolRunner | None,
     max_steps: int = 3,
     replan_share: float = 0.0,
     randomise_pool: bool = True,
     provenance: dict[str, Any] | None = None,
     log: Any = print,
+    recorded: dict[str, list[RouteTrial]] | None = None,
 ) -> CheckpointView:
     """Every problem's one-step routes run and scored -> examples of the routes that earned reward, on
     random renumbered subsets of the pool, plus replan rounds -> SFT LoRA -> a candidate checkpoint."""
     started = time.perf_counter()
-    trials = try_routes(problems, pool, answer=answer, tool=tool)
+    if recorded is not None:
+        trials = {str(p.id): recorded.get(str(p.id), []) for p in problems}
+    elif answer is not None and tool is not None:
+        trials = try_routes(problems, pool, answer=answer, tool=tool)
+    else:
+        raise ValueError("route trials need an answerer and a tool runner, or recorded trials")
     trial_s = time.perf_counter() - started
     built = build_route_examples(
         problems,
