@@ -11,7 +11,7 @@ Method specs (``--methods`` takes a comma-separated list):
 ``router``                    the Conductor restricted to one step, no replan: it only picks a
                               worker and writes its prompt (a router baseline).
 ``single:WORKER``             one step: WORKER answers the question.
-``moa[:AGGREGATOR]``          Mixture-of-Agents: every pool worker answers independently ([]),
+``moa[:AGGREGATOR]``          Mixture-of-Agents: every model worker of the pool answers independently ([]),
                               then AGGREGATOR (default: the first worker) sees them all ("all")
                               and writes the final answer.
 ``self-reflect[:WORKER[:K]]`` WORKER answers, then revises its own answer K times (default 2),
@@ -68,6 +68,7 @@ class Method:
     n: int = 1  #: reflections (self-reflect) or samples (best-of-n, tool-route)
     pool_size: int = 0
     tool_model: str = ""  #: tool-route's tool (`tool/python` is handed a program, others an expression)
+    proposers: tuple[int, ...] = ()  #: moa's proposers: the pool's model workers
 
     @property
     def vote(self) -> bool:
@@ -85,11 +86,13 @@ class Method:
         if self.kind == "best-of-n":
             return {"options": {"workflow": _lists([self.worker_index], [q], [[]])}, "samples": self.n}
         if self.kind == "moa":
-            k = self.pool_size
+            # Every model of the pool proposes (a tool handed the question has nothing to compute).
+            proposers = list(self.proposers) or list(range(self.pool_size))
+            k = len(proposers)
             return {
                 "options": {
                     "workflow": _lists(
-                        [*range(k), self.aggregator_index],
+                        [*proposers, self.aggregator_index],
                         [q] * k + [AGGREGATE.format(question=q)],
                         [[] for _ in range(k)] + ["all"],
                     )
@@ -173,7 +176,8 @@ def parse_method(spec: str, pool: Pool) -> Method:
         at_most(1)
         w, i = worker(args[0] if args else None)
         label = "moa" if i == 0 else f"moa:{w}"
-        return Method(label, "moa", aggregator_index=i, pool_size=len(names))
+        models = tuple(k for k, spec in enumerate(pool.workers) if not spec.is_tool)
+        return Method(label, "moa", aggregator_index=i, pool_size=len(names), proposers=models)
     if name in ("self-reflect", "reflect", "self_reflect"):
         at_most(2)
         w, i = worker(args[0] if args else None)

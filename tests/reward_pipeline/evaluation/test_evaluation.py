@@ -362,3 +362,11 @@ def test_eval_with_the_local_smollm2_pool(tmp_path, monkeypatch):
         assert (out / name).read_bytes()[:8] == PNG_MAGIC
     assert summary["pareto"]["tokens"], "some method is on the accuracy-per-token front"
     assert "| conductor |" in (out / "report.md").read_text()
+
+
+def test_mixture_of_agents_asks_the_pools_models_not_its_tools() -> None:
+    pool = load_pool("local.yaml")  # smol-precise, smol-creative, calculator, python
+    wf = parse_method("moa", pool).job_args(Problem(question="Which city is the capital of Sweden?"))["options"][
+        "workflow"
+    ]
+    assert wf["model_id"] == [0, 1, 0] and wf["access_list"] == [[], [], "all"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conductor.config.pool import load_pool
@@ -58,3 +60,56 @@ def test_a_warmup_on_verified_calculator_plans_makes_them_likelier_on_questions_
 
     board = read_board(tmp_path / "adapter" / "tensorboard")
     assert board["train/train_loss"] == [(4, pytest.approx(metrics["train_loss"], rel=1e-5))]
+
+
+def test_the_route_warmup_trains_the_routes_that_earned_reward_and_records_its_trials(tmp_path):
+    """The mixed warm-up end to end on the real model: route trials (SmolLM2 answering as the pool's
+    workers, the tools in their sandbox), examples from the routes that earned reward, SFT, a registered
+    candidate; the python plan of a letter count the trials rewarded becomes likelier."""
+    from transformers import AutoTokenizer
+
+    from conductor.domain.tools import run_tool
+    from conductor.domain.workflow import Workflow
+    from conductor.runtime import Runtime
+    from conductor.sandbox import run_tool_program
+    from reward_pipeline.training.batch_answers import BatchAnswerer
+    from reward_pipeline.training.checkpoints import Registry
+    from reward_pipeline.training.curriculum import mixed_problems
+    from reward_pipeline.training.loops.stages import route_warmup_stage
+    from tests.support.system import make_settings
+
+    problems = mixed_problems(2, seed=21)
+    # Short answers keep the trials quick; the models are still the pool's, at their own temperatures.
+    pool = POOL.model_copy(
+        update={"workers": [w if w.is_tool else w.model_copy(update={"max_tokens": 24}) for w in POOL.workers]}
+    )
+    registry = Registry(Runtime(make_settings(tmp_path)).sessions)
+    view = route_warmup_stage(
+        registry=registry,
+        pool=pool,
+        problems=problems,
+        base_model=BASE,
+        home=tmp_path,
+        config=WarmupConfig(examples=16, epochs=2, batch_size=8, learning_rate=2e-3),
+        answer=BatchAnswerer(BASE, batch_size=8),
+        tool=lambda model, messages: run_tool(model, messages, execute=run_tool_program),
+        max_steps=3,
+        replan_share=0.25,
+        log=lambda event: None,
+    )
+
+    assert view.status == "candidate" and view.config["curriculum"] == "mixed"
+    stats = view.metrics["route_trials"]
+    assert stats["problems"] == 12 and stats["solved_by_some_route"] >= 6  # every program route is right
+    trials = (tmp_path / "checkpoints" / view.id / "route_trials.jsonl").read_text().splitlines()
+    # two models and two tools handed the question on each of 12 problems, plus 8 programs and 2 expressions
+    assert len(trials) == 2 * 12 + 2 * 12 + 8 + 2
+    letters = next(p for p in problems if p.metadata["family"] == "letters")
+    python = [w.name for w in pool.workers].index("python")
+    plan = Workflow.from_lists([python], [letters.metadata["program"]], [[]]).to_python()
+    tokenizer = AutoTokenizer.from_pretrained(BASE)
+    before = _plan_logprob(load_trainable(BASE, None, LoraSpec()).eval(), tokenizer, letters.question, plan)
+    after = _plan_logprob(
+        load_trainable(BASE, Path(view.path or ""), LoraSpec()).eval(), tokenizer, letters.question, plan
+    )
+    assert after > before + 0.5, (before, after)
