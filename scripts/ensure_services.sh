@@ -27,7 +27,7 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
 fi
 # The multi-host partition test builds hosts as network namespaces and drops packets with nftables.
 # Without them it skips and says so.
-if ! command -v nft >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+if ! command -v nft >/dev/null 2>&1 && [ ! -x /usr/sbin/nft ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing nftables (partition test)"
     (apt-get update -qq && apt-get install -y -qq nftables iproute2) >/dev/null 2>&1 || echo "could not install nftables" >&2
 fi

@@ -29,8 +29,13 @@ def missing() -> str | None:
     return None
 
 
+def _tool(name: str) -> str:
+    # A clean CI shell may have no /usr/sbin on its PATH; `ip netns exec` resolves its command by PATH too.
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin") or name
+
+
 def _sh(*args: str, input: str | None = None, check: bool = True) -> str:
-    tool = shutil.which(args[0]) or shutil.which(args[0], path="/usr/sbin:/sbin") or args[0]
+    tool = _tool(args[0])
     done = subprocess.run([tool, *args[1:]], input=input, capture_output=True, text=True, check=False)
     if check and done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)}: {done.stderr.strip()}")
@@ -114,7 +119,7 @@ class Hosts:
 
     def _apply(self, host: str) -> None:
         ns = self.netns(host)
-        _sh("ip", "netns", "exec", ns, "nft", "delete", "table", "inet", _TABLE, check=False)
+        _sh("ip", "netns", "exec", ns, _tool("nft"), "delete", "table", "inet", _TABLE, check=False)
         ports = sorted(self.cut_ports.get(host, ()))
         if not ports:
             return
@@ -124,7 +129,7 @@ class Hosts:
             "netns",
             "exec",
             ns,
-            "nft",
+            _tool("nft"),
             "-f",
             "-",
             input=f"""table inet {_TABLE} {{
