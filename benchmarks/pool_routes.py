@@ -57,6 +57,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=5, help="questions of each kind (the first N of the held-out file)")
     ap.add_argument("--pool", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None, help="write pool_routes.json here")
+    ap.add_argument("--max-tokens", type=int, default=None, help="cap the Conductor's plan (a smoke run's size)")
     args = ap.parse_args()
     settings = Settings()
     by_family: dict[str, list[Problem]] = {}
@@ -67,6 +68,8 @@ def main() -> None:
                 by_family[fam].append(p)
     problems = [p for ps in by_family.values() for p in ps]
     base = load_pool(args.pool)
+    if args.max_tokens is not None:
+        base.conductor = base.conductor.model_copy(update={"max_tokens": args.max_tokens})
     results: dict[str, list[dict]] = {}
     for label, names in VARIANTS.items():
         results[label] = first_plans(without(base, names), problems, settings)

@@ -120,6 +120,14 @@ SMOKES: dict[str, Smoke] = {
         timeout_s=840,
     ),
     "verifiers.py": Smoke(["--n", "2", "--workers", "1"], expect="all correct"),
+    # Four pools, one held-out question of each kind, plans cut short: the wiring, not the routes.
+    "pool_routes.py": Smoke(
+        ["--n", "1", "--max-tokens", "16"],
+        marks=(pytest.mark.slow, pytest.mark.timeout(900)),
+        expect="| without tools |",
+        env={"CONDUCTOR_HOME": str(MODEL_HOME)},
+        timeout_s=840,
+    ),
 }
 
 

@@ -112,6 +112,7 @@ def api_with_hooks(tmp_path: Path, database_url: str | None) -> Iterator[tuple[T
         recursion=False,
         batch_sweep_s=0.2,
         webhook_backoff_s=0.1,
+        webhook_allow=("127.0.0.1",),  # the receiver is on loopback, refused by default
     )
     try:
         with TestClient(create_app(settings)) as client:

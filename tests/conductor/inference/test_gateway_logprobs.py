@@ -143,7 +143,7 @@ class _StandInModel:
     def __init__(self) -> None:
         self.regexes = []
 
-    def generate(self, messages, *, max_tokens=256, temperature=0.0, seed=None, regex=None) -> Generation:
+    def generate(self, messages, *, max_tokens=256, temperature=0.0, seed=None, regex=None, grammar=None) -> Generation:
         self.regexes.append(regex)
         return Generation("five", [1204, 2], [-0.25, -0.5], [1, 9906, 28, 2], "stop")
 
