@@ -83,7 +83,8 @@ def _candidates(problem: Problem, workers: Sequence[WorkerSpec]) -> list[tuple[s
             out.append((w.name, problem.metadata["expression"]))
         elif w.model == "tool/python" and isinstance(problem.metadata.get("program"), str):
             out.append((w.name, problem.metadata["program"]))
-        # A tool given the question itself: a candidate that fails (nothing to compute), kept for replans.
+        # A tool handed the question itself: right only where the question states its expression ("What is
+        # 7 * 34?"); its misses are the failed results the replan examples start from.
         if w.is_tool:
             out.append((w.name, QUESTION_REF))
     return out
