@@ -35,7 +35,6 @@ class BatchAnswerer:
 
     def __call__(self, worker: WorkerSpec, subtasks: list[str]) -> list[str]:
         torch = self._torch
-        out: list[str] = []
         # Longest prompts together: less padding per batch.
         order = sorted(range(len(subtasks)), key=lambda i: len(subtasks[i]))
         answers: dict[int, str] = {}
@@ -61,8 +60,7 @@ class BatchAnswerer:
                 gen = self.model.generate(**enc, **kwargs)
             for i, row in zip(chunk, gen[:, enc["input_ids"].shape[1] :], strict=True):
                 answers[i] = str(self.tokenizer.decode(row, skip_special_tokens=True)).strip()
-        out = [answers[i] for i in range(len(subtasks))]
-        return out
+        return [answers[i] for i in range(len(subtasks))]
 
 
 class ServerAnswerer:
