@@ -136,9 +136,10 @@ def _mixed_warmup(
     import contextlib
 
     from conductor.domain.tools import run_tool
+    from conductor.inference.gateway import Gateway
     from conductor.inference.local_model import model_dir
     from conductor.sandbox import run_tool_program
-    from reward_pipeline.training.batch_answers import BatchAnswerer, ServerAnswerer
+    from reward_pipeline.training.batch_answers import BatchAnswerer, GatewayAnswerer
     from reward_pipeline.training.curriculum import curriculum_expressions, mixed_problems
     from reward_pipeline.training.loops.stages import route_warmup_stage
     from reward_pipeline.training.routes import load_trials
@@ -163,7 +164,18 @@ def _mixed_warmup(
             # The server compiles its model on start: minutes on 2 busy cores.
             srv.start(timeout=900)
             stack.callback(srv.stop)
-            answer = ServerAnswerer(srv.base_url, "trials")
+            # The pool's own workers, served by that server: the trials call them as production does.
+            served = runtime.pool.model_copy(
+                update={
+                    "workers": [
+                        w
+                        if w.is_tool
+                        else w.model_copy(update={"model": "hosted_vllm/trials", "api_base": srv.base_url})
+                        for w in runtime.pool.workers
+                    ]
+                }
+            )
+            answer = GatewayAnswerer(Gateway(served, model_home=settings.model_cache))
         else:
             answer = BatchAnswerer(base)
         return route_warmup_stage(

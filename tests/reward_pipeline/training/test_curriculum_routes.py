@@ -172,3 +172,19 @@ def test_route_trials_with_the_real_local_model(tmp_path: Path) -> None:
         assert len(models) == 2 and all(t.answer for t in models)
         if p.metadata.get("program"):
             assert any(t.correct for t in trials[str(p.id)] if t.worker == "python")
+
+
+def test_model_trials_go_through_the_gateway_to_the_pools_workers_in_order() -> None:
+    from conductor.inference.gateway import Gateway
+    from reward_pipeline.training.batch_answers import GatewayAnswerer
+    from tests.support.pools import scripted_pool
+    from tests.support.scripted_llm import Reply, ScriptedLLMServer
+
+    server = ScriptedLLMServer(lambda model, messages, body: Reply(f"echo {messages[-1]['content']}")).start()
+    try:
+        pool = scripted_pool(server.base_url)
+        answer = GatewayAnswerer(Gateway(pool, model_home=Path(".")), concurrency=4)
+        subtasks = [f"question {i}" for i in range(10)]
+        assert answer(pool.workers[0], subtasks) == [f"echo {s}" for s in subtasks]
+    finally:
+        server.stop()
