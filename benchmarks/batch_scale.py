@@ -127,8 +127,8 @@ def run_size(n: int, args: argparse.Namespace) -> SizeResult:
     redis_srv.start()
     pg.init()
     try:
-        with scripted_server(0.0) as url:
-            pool = scripted_pool(url, timeout_s=60)
+        with scripted_server(0.0) as served:
+            pool = scripted_pool(served.url, timeout_s=60)
             env = cluster_env(home, redis_srv.url, pg.url, write_pool(pool, home / "pool.yaml"))
             runtime = Runtime(Settings(home=home, broker_url=redis_srv.url, database_url=pg.url), pool=pool)
             runtime.migrate()

@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ from benchmarks.overhead_jobs import (  # the jobs and the direct loop; FIXED is
     idle_jobs,
     use_mix,
 )
+from benchmarks.slot_timeline import CallSpan, Timeline, direct_timeline, draw, gap_table, rows_of, system_timeline
 
 
 # -- the scripted provider, in its own process ---------------------------------------------------
@@ -73,20 +75,37 @@ def _serve(delay: float, conn: Any) -> None:
     from tests.support.scripted_llm import ScriptedLLMServer
 
     server = ScriptedLLMServer(_script(delay)).start()
+    wall = time.time() - time.monotonic()  # the server stamps calls on the monotonic clock; rows on the wall's
     conn.send(server.base_url)
-    conn.recv()
+    while conn.recv() != "stop":  # "calls": the calls since the last ask, as wall-clock spans
+        with server._lock:
+            calls, server.calls[:] = list(server.calls), []
+        conn.send([(c.started + wall, c.ended + wall, c.model.endswith("scripted-conductor")) for c in calls])
     server.stop()
 
 
+@dataclass
+class Served:
+    """The scripted server's process: its URL, and the calls it answered (for the in-flight figures)."""
+
+    url: str
+    conn: Any
+
+    def take_calls(self) -> list[CallSpan]:
+        """The calls answered since the last take (and forget them)."""
+        self.conn.send("calls")
+        return list(self.conn.recv())
+
+
 @contextmanager
-def scripted_server(delay: float) -> Iterator[str]:
+def scripted_server(delay: float) -> Iterator[Served]:
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_serve, args=(delay, child), daemon=True)
     proc.start()
     url = parent.recv()
     try:
-        yield url
+        yield Served(url, parent)
     finally:
         parent.send("stop")
         proc.join(10)
@@ -157,17 +176,25 @@ def _wait(service: Any, ids: list[str], *, timeout: float, poll_s: float) -> Non
         time.sleep(poll_s)
 
 
-def embedded(pool: Any, n: int, concurrency: int, latency: float, direct: bool = True) -> Result:
+def _slots(label: str, served: Served, service: Any, ids: list[str], t0: float, t1: float, slots: int) -> Timeline:
+    return system_timeline(label, served.take_calls(), rows_of(service, ids), t0, t1, slots)
+
+
+def embedded(pool: Any, n: int, concurrency: int, latency: float, served: Served, direct: bool = True) -> Result:
     from tests.support.system import embedded_system
 
     home = Path(tempfile.mkdtemp())
+    via = "" if direct else ", litellm"
+    mode = f"(b) embedded: memory://, SQLite, {concurrency} threads{via}"
     with embedded_system(home, pool, concurrency=concurrency, max_rounds=2, direct_openai=direct) as sysm:
         _, idle, idle_kinds, _ = _run_jobs(sysm.service, idle_jobs(), serial=True, offset=10**6)
-        cpu0 = time.process_time()
-        secs, lat, kinds, _ = _run_jobs(sysm.service, n)
+        served.take_calls()
+        cpu0, t0 = time.process_time(), time.time()
+        secs, lat, kinds, ids = _run_jobs(sysm.service, n)
         cpu = time.process_time() - cpu0
-    via = "" if direct else ", litellm"
-    res = Result(f"(b) embedded: memory://, SQLite, {concurrency} threads{via}", n, secs, lat, kinds, cpu_s=cpu)
+        slots = _slots("system (embedded)", served, sysm.service, ids, t0, time.time(), concurrency)
+    res = Result(mode, n, secs, lat, kinds, cpu_s=cpu)
+    res.notes["slots"] = slots
     res.idle_overhead_ms = _overhead_ms(idle, idle_kinds, latency)
     return res
 
@@ -237,7 +264,14 @@ def services_available() -> str | None:
 
 
 def cluster(
-    pool: Any, n: int, concurrency: int, procs: int, latency: float, profile: int | None = None, direct: bool = True
+    pool: Any,
+    n: int,
+    concurrency: int,
+    procs: int,
+    latency: float,
+    served: Served,
+    profile: int | None = None,
+    direct: bool = True,
 ) -> Result:
     import psutil
     import redis
@@ -276,13 +310,16 @@ def cluster(
             _, idle, idle_kinds, idle_ids = _run_jobs(service, idle_jobs(), serial=True, offset=10**6)
             timeline = idle_timeline(service, idle_ids)
             spy = _py_spy(ps[0].pid, profile, home) if profile else None
-            cpu0 = time.process_time()
+            served.take_calls()
+            cpu0, t0 = time.process_time(), time.time()
             w0 = cpu()
-            secs, lat, kinds, _ = _run_jobs(service, n)
+            secs, lat, kinds, ids = _run_jobs(service, n)
+            t1 = time.time()
             if spy is not None:
                 spy.wait()
             workers_cpu = cpu() - w0
             client_cpu = time.process_time() - cpu0
+            slots = _slots(f"system ({procs} procs x {threads} threads)", served, service, ids, t0, t1, concurrency)
     finally:
         system.close()
         admin.dispose()
@@ -295,6 +332,7 @@ def cluster(
         cpu_s=workers_cpu,
     )
     res.notes["client_cpu_s"] = client_cpu
+    res.notes["slots"] = slots
     res.notes["timeline"] = timeline
     res.idle_overhead_ms = _overhead_ms(idle, idle_kinds, latency)
     return res
@@ -334,6 +372,24 @@ def report(latency: float, concurrency: int, rows: list[Result]) -> None:
             f"| {r.mode} | {r.jobs_per_s:.1f} | {r.jobs_per_s / base.jobs_per_s:.2f}x | "
             f"{r.idle_overhead_ms:.1f} | {_pct(r.latencies, 0.5):.2f} | {_pct(r.latencies, 0.95):.2f} | {cpu} |"
         )
+    sys.stdout.flush()
+
+
+def slot_figures(latency: float, rows: list[Result], folder: Path) -> None:
+    """Issue 30's figure: calls in flight over time, the direct loop beside each system mode, and
+    where the system's idle slots went; and the same as a table."""
+    direct = rows[0].notes["slots"]
+    named = [(r.mode, r.notes["slots"]) for r in rows if "slots" in r.notes]
+    print(f"\nwhere the slots went ({latency * 1000:.0f} ms calls; share of slot-time, slots x run seconds):\n")
+    print(gap_table(named))
+    for r in rows[1:]:
+        if "slots" not in r.notes:
+            continue
+        tag = "embedded" if "embedded" in r.mode else r.mode.split(", ")[1].split(" x")[0].replace(" ", "-")
+        tag += "-litellm" if "litellm" in r.mode else ""
+        path = folder / f"in_flight_{latency * 1000:.0f}ms_{tag}.png"
+        title = f"{r.jobs} jobs, {latency * 1000:.0f} ms model calls: {r.mode[4:]} vs the direct loop"
+        print(f"(figure: {draw(path, title, direct, r.notes['slots'])})")
     sys.stdout.flush()
 
 
@@ -384,6 +440,9 @@ def main() -> None:
         help="Issue 18's three figures: --mix plan-fanout --latency 0,0.2 --procs 2 --no-embedded, 16 in flight.",
     )
     ap.add_argument("--no-embedded", action="store_true")
+    ap.add_argument(
+        "--timeline", default="results/slot_timeline", help="Folder for the calls-in-flight figures (one per mode)."
+    )
     ap.add_argument("--no-cluster", action="store_true")
     ap.add_argument("--profile", type=int, help="py-spy the first worker process for this many seconds.")
     ap.add_argument("--litellm", action="store_true", help="Also run each system mode with every call via litellm.")
@@ -399,16 +458,22 @@ def main() -> None:
     by_latency: dict[float, list[Result]] = {}
     for latency in [float(x) for x in args.latency.split(",")]:
         n = args.jobs or (400 if latency == 0 else 160 if latency < 0.5 else 64)
-        with scripted_server(latency) as url:
-            pool = scripted_pool(url, timeout_s=60)
+        with scripted_server(latency) as served:
+            pool = scripted_pool(served.url, timeout_s=60)
+            served.take_calls()
             rows = [direct_loop(pool, n, args.concurrency, latency)]
+            t0 = rows[0].notes["started_wall"]
+            # The loop's own batch, not the one-at-a-time jobs it runs after it for the idle overhead.
+            batch = [c for c in served.take_calls() if c[0] <= t0 + rows[0].seconds]
+            rows[0].notes["slots"] = direct_timeline(batch, t0, t0 + rows[0].seconds, args.concurrency)
             paths = [True, False] if args.litellm else [True]
             if not args.no_embedded:
-                rows += [embedded(pool, n, args.concurrency, latency, direct) for direct in paths]
+                rows += [embedded(pool, n, args.concurrency, latency, served, direct) for direct in paths]
             if not args.no_cluster and not skip:
                 for procs in [int(p) for p in args.procs.split(",")]:
-                    rows += [cluster(pool, n, args.concurrency, procs, latency, args.profile, d) for d in paths]
+                    rows += [cluster(pool, n, args.concurrency, procs, latency, served, args.profile, d) for d in paths]
         report(latency, args.concurrency, rows)
+        slot_figures(latency, rows, Path(args.timeline))
         by_latency[latency] = rows
         cl = [r for r in rows if "Redis" in r.mode and "litellm" not in r.mode]
         if len(cl) > 1:

@@ -66,7 +66,10 @@ class Result:
 
 
 # -- (a) the direct asyncio loop ----------------------------------------------------------------
-async def _direct(pool: Any, n: int, concurrency: int, *, serial: bool = False) -> tuple[float, list[float], list[str]]:
+async def _direct(
+    pool: Any, n: int, concurrency: int, *, serial: bool = False
+) -> tuple[float, list[float], list[str], float]:
+    """Seconds, job latencies, kinds, and the wall-clock time the jobs started."""
     import httpx
 
     from conductor.domain.parser import parse_workflow
@@ -118,21 +121,22 @@ async def _direct(pool: Any, n: int, concurrency: int, *, serial: bool = False) 
                 parse_workflow(text, pool_size=len(cards), max_steps=5, allow_empty=True)
             return time.perf_counter() - t0
 
-        started = time.perf_counter()
+        started, wall = time.perf_counter(), time.time()
         if serial:
             lat = []
             for i in range(n):
                 lat.append(await job(i, time.perf_counter()))
         else:
             lat = list(await asyncio.gather(*(job(i, started) for i in range(n))))
-        return time.perf_counter() - started, lat, [_kind(i) for i in range(n)]
+        return time.perf_counter() - started, lat, [_kind(i) for i in range(n)], wall
 
 
 def direct_loop(pool: Any, n: int, concurrency: int, latency: float) -> Result:
     cpu0 = time.process_time()
-    secs, lat, kinds = asyncio.run(_direct(pool, n, concurrency))
+    secs, lat, kinds, wall = asyncio.run(_direct(pool, n, concurrency))
     res = Result("(a) direct asyncio loop", n, secs, lat, kinds, cpu_s=time.process_time() - cpu0)
-    _, idle, idle_kinds = asyncio.run(_direct(pool, idle_jobs(), concurrency, serial=True))
+    res.notes["started_wall"] = wall
+    _, idle, idle_kinds, _ = asyncio.run(_direct(pool, idle_jobs(), concurrency, serial=True))
     res.idle_overhead_ms = _overhead_ms(idle, idle_kinds, latency)
     return res
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 
 from celery import Celery, Task
 
@@ -18,14 +19,14 @@ from schedulers.health import record_reaper_run
 from tasks import tracing
 from tasks.batches import register_batches
 from tasks.dispatch import Dispatcher, effects_of, set_message_parents, set_starter
-from tasks.names import QUEUES, TaskName
+from tasks.names import QUEUES, Queue, TaskName
 from tasks.retention import register_retention
 from tasks.scoring import register_scoring
 from tasks.training import register_training
 from tasks.webhooks import notify_job, register_webhooks, resend_overdue
 
-#: Steps one task runs one after another in its own thread (a chain of lone successors), before
-#: it sends the next as a message like any other.
+#: Steps one task runs one after another in its own thread (each one a step the previous released),
+#: before it sends the next as a message like any other.
 MAX_INLINE_STEPS = 16
 
 
@@ -62,6 +63,12 @@ class Pipeline:
         self.orchestrator = runtime.orchestrator
         self._feeder: Feeder | None = None
 
+    @cached_property
+    def runs_steps(self) -> bool:
+        """Whether this process consumes the queue steps are sent to (a worker's `-Q`; every queue
+        unless it names some)."""
+        return Queue.LLM.value in self.app.amqp.queues.consume_from
+
     @property
     def feeder(self) -> Feeder:
         if self._feeder is None:
@@ -79,29 +86,33 @@ class Pipeline:
             self.feeder.maybe_admit()  # a slot freed: let a waiting job in (throttled per process)
 
     def send(self, eff: Effects, host: str = "") -> None:
-        """Send what became runnable.
+        """Send what became runnable, and run one released step here.
 
         A job whose last chain just ended is closed here, by the task that ended it: no finalize
         message and no hop to another host. If this host dies first, the job stays running with
         no open chain and the reaper sends finalize (Recovery.recover).
 
-        A lone step that became ready runs next in this thread, with no broker hop: it is leased
-        like a step a message brought, so if this host dies before that lease the step is ready
-        and unsent, and after it the lease runs out: the reaper re-sends it either way.
+        Work first: of the steps this task released, one runs next in this thread, with no broker
+        hop (this thread is free now; another may not be), and the others go to the queue for other
+        threads. It is leased like a step a message brought, so if this host dies before that lease
+        the step is ready and unsent, and after it the lease runs out: the reaper re-sends it either
+        way. (Only one: the rest must not wait behind it in this thread while other slots are free.)
+        Only on a host that takes steps from their queue anyway: one kept for Conductor calls keeps
+        its threads for them.
         """
         for _ in range(MAX_INLINE_STEPS):
             ended, eff.finalize = eff.finalize, []
-            lone = eff.steps.pop() if len(eff.steps) == 1 else None
+            mine = eff.steps.pop(0) if eff.steps and self.runs_steps else None
             self.dispatch(eff)
             self.finish(ended)
-            if lone is None:
+            if mine is None:
                 return
             try:
-                with tracing.inline_step(self.runtime.sessions, lone):
-                    eff = self.orchestrator.run_step(lone, host, requeue_after(self.runtime, None))
+                with tracing.inline_step(self.runtime.sessions, mine):
+                    eff = self.orchestrator.run_step(mine, host, requeue_after(self.runtime, None))
             except RateLimited as exc:
-                self.runtime.engine.release_step(lone)
-                self.dispatch.later(Effects(steps=[lone]), exc.retry_after, handed_back=1)
+                self.runtime.engine.release_step(mine)
+                self.dispatch.later(Effects(steps=[mine]), exc.retry_after, handed_back=1)
                 return
         self.dispatch(eff)  # a long chain: the rest goes through the queue
 

@@ -223,6 +223,11 @@ class Settings(BaseSettings):
         2, ge=0, description="Most promotions between a trace's policy and the active one that training accepts."
     )
     task_events: bool = Field(False, description="Celery task events from the start (Flower enables them anyway).")
+    conductor_queue_first: bool = Field(
+        True,
+        description="Workers take waiting Conductor calls (plans, replans) before other work (Redis broker); "
+        "false: kombu's round robin between queues.",
+    )
     max_in_flight_jobs: int = Field(1000, ge=1, description="Feeder: most jobs queued or running at once.")
     max_queue_depth: int = Field(2000, ge=1, description="Feeder: most messages waiting in the broker's queues.")
 

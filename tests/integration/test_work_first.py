@@ -1,0 +1,62 @@
+"""Work first: a task that makes steps runnable runs one of them next in its own thread, with no
+broker hop, and sends the rest to the queue for other threads (issue 30: a released step waiting in
+the queue while the thread that released it sits idle is a model slot lost). A host kept for
+Conductor calls (`-Q conductor,default`) runs none: it sends every step (tests/integration/test_backlog.py)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+from sqlalchemy import select
+
+from conductor.store.models import Job, Step
+from tests.integration.test_cluster import _client
+from tests.support.cluster import cluster_env, workers, write_pool
+from tests.support.pools import scripted_pool
+from tests.support.scripted_llm import Reply, ScriptedLLMServer
+from tests.support.workflows import conductor_reply
+
+pytestmark = pytest.mark.services
+
+JOBS = 8
+RECEIVED = re.compile(r"Task conductor\.run_step\[step-(\d+)\] received")
+
+
+def test_of_the_steps_a_plan_releases_one_runs_in_the_planning_thread_and_the_join_in_its_releasers(
+    tmp_path, pg_url, redis_db
+):
+    def script(model: str, messages: list[dict], body: dict) -> Reply:
+        if model.endswith("scripted-conductor"):
+            return conductor_reply(messages)
+        return Reply(f"did <{messages[-1]['content'][:20]}>", delay_s=0.05)
+
+    server = ScriptedLLMServer(script).start()
+    pool = scripted_pool(server.base_url)
+    env = cluster_env(tmp_path, redis_db, pg_url, write_pool(pool, tmp_path / "pool.yaml"), recursion="false")
+    service = _client(tmp_path, redis_db, pg_url, pool)
+    try:
+        with workers(env, tmp_path, ["all"], queues="conductor,llm,default", concurrency=4):
+            ids = [service.submit(_problem(i))[0] for i in range(JOBS)]
+            service.wait(ids, timeout=120)
+        with service.sessions() as s:
+            statuses = Counter(s.scalars(select(Job.status).where(Job.id.in_(ids))))
+            rows = s.execute(select(Step.id, Step.job_id, Step.dependencies).where(Step.job_id.in_(ids))).all()
+        received = Counter(i for i in RECEIVED.findall((tmp_path / "all.log").read_text()))
+        assert statuses == {"done": JOBS}
+        roots = {str(r.id): r.job_id for r in rows if not r.dependencies}
+        joins = {str(r.id) for r in rows if r.dependencies}
+        assert not joins & set(received), "a join runs in the thread that released it"
+        per_job = Counter(roots[i] for i in received if i in roots)
+        # Each plan releases two parallel steps: one runs where the plan ran, the other is sent.
+        assert sorted(per_job.values()) == [1] * JOBS, per_job
+        assert max(received.values()) == 1, "no step was sent twice"
+    finally:
+        server.stop()
+
+
+def _problem(i: int):
+    from conductor.domain.problem import Problem
+
+    return Problem(question=f"[wf:fanout] work-first problem {i}")
