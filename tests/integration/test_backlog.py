@@ -19,8 +19,8 @@ from schedulers import health
 from tests.integration.test_cluster import _client
 from tests.support.cluster import cluster_env, workers, write_pool
 from tests.support.pools import scripted_pool
-from tests.support.scripted_llm import Reply, ScriptedLLMServer
-from tests.support.workflows import conductor_reply
+from tests.support.scripted_llm import ScriptedLLMServer
+from tests.support.workflows import planned_workers
 
 pytestmark = pytest.mark.services
 
@@ -29,12 +29,7 @@ RECEIVED = re.compile(r"Task conductor\.run_step\[step-(\d+)\] received")
 
 
 def test_a_backlog_on_one_llm_worker_drains_without_duplicate_messages(tmp_path, pg_url, redis_db):
-    def script(model: str, messages: list[dict], body: dict) -> Reply:
-        if model.endswith("scripted-conductor"):
-            return conductor_reply(messages)
-        return Reply(f"did <{messages[-1]['content'][:20]}>", delay_s=0.3)
-
-    server = ScriptedLLMServer(script).start()
+    server = ScriptedLLMServer(planned_workers(0.3)).start()
     pool = scripted_pool(server.base_url)
     sweep = {"reaper_interval_s": "1", "ready_grace_s": "2", "step_lease_s": "40", "task_time_limit_s": "30"}
     env = cluster_env(tmp_path, redis_db, pg_url, write_pool(pool, tmp_path / "pool.yaml"), recursion="false", **sweep)

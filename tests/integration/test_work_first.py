@@ -15,8 +15,8 @@ from conductor.store.models import Job, Step
 from tests.integration.test_cluster import _client
 from tests.support.cluster import cluster_env, workers, write_pool
 from tests.support.pools import scripted_pool
-from tests.support.scripted_llm import Reply, ScriptedLLMServer
-from tests.support.workflows import conductor_reply
+from tests.support.scripted_llm import ScriptedLLMServer
+from tests.support.workflows import planned_workers
 
 pytestmark = pytest.mark.services
 
@@ -27,12 +27,7 @@ RECEIVED = re.compile(r"Task conductor\.run_step\[step-(\d+)\] received")
 def test_of_the_steps_a_plan_releases_one_runs_in_the_planning_thread_and_the_join_in_its_releasers(
     tmp_path, pg_url, redis_db
 ):
-    def script(model: str, messages: list[dict], body: dict) -> Reply:
-        if model.endswith("scripted-conductor"):
-            return conductor_reply(messages)
-        return Reply(f"did <{messages[-1]['content'][:20]}>", delay_s=0.05)
-
-    server = ScriptedLLMServer(script).start()
+    server = ScriptedLLMServer(planned_workers(0.05)).start()
     pool = scripted_pool(server.base_url)
     env = cluster_env(tmp_path, redis_db, pg_url, write_pool(pool, tmp_path / "pool.yaml"), recursion="false")
     service = _client(tmp_path, redis_db, pg_url, pool)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.support.scripted_llm import Reply
+from tests.support.scripted_llm import Reply, Script
 
 WORKFLOWS = {
     # two independent steps, then one that sees both
@@ -36,3 +36,14 @@ def conductor_reply(messages: list[dict]) -> Reply:
         return Reply("I think we should just answer directly without any code block.")
     m = re.search(r"\[wf:(\w+)\]", text)
     return Reply(block(*WORKFLOWS[m.group(1) if m else "single"]))
+
+
+def planned_workers(delay_s: float) -> Script:
+    """The Conductor plans by `conductor_reply`; every worker answers after `delay_s`, echoing its step."""
+
+    def script(model: str, messages: list[dict], body: dict) -> Reply:
+        if model.endswith("scripted-conductor"):
+            return conductor_reply(messages)
+        return Reply(f"did <{messages[-1]['content'][:20]}>", delay_s=delay_s)
+
+    return script
