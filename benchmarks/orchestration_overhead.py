@@ -272,7 +272,9 @@ def cluster(
     served: Served,
     profile: int | None = None,
     direct: bool = True,
+    tracing: str | None = None,
 ) -> Result:
+    """`tracing`: an OTLP/HTTP endpoint the workers export their spans to (None: tracing off)."""
     import psutil
     import redis
     from sqlalchemy import create_engine, text
@@ -290,6 +292,8 @@ def cluster(
     redis.Redis.from_url(broker).flushdb()
     extra = {"max_rounds": "2", "direct_openai": str(direct).lower()}
     env = cluster_env(home, broker, db, write_pool(pool, home / "pool.yaml"), **extra)
+    if tracing:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = tracing
     settings = Settings(home=home, broker_url=broker, database_url=db, max_rounds=2, direct_openai=direct)
     system = contextlib.ExitStack()
     service = system.enter_context(running_system(settings, pool=pool, worker=False)).service
@@ -324,7 +328,8 @@ def cluster(
         system.close()
         admin.dispose()
     res = Result(
-        f"(b) Redis+PostgreSQL, {procs} worker proc x {threads} threads{'' if direct else ', litellm'}",
+        f"(b) Redis+PostgreSQL, {procs} worker proc x {threads} threads{'' if direct else ', litellm'}"
+        f"{', tracing on' if tracing else ''}",
         n,
         secs,
         lat,
@@ -387,6 +392,7 @@ def slot_figures(latency: float, rows: list[Result], folder: Path) -> None:
             continue
         tag = "embedded" if "embedded" in r.mode else r.mode.split(", ")[1].split(" x")[0].replace(" ", "-")
         tag += "-litellm" if "litellm" in r.mode else ""
+        tag += "-tracing" if "tracing on" in r.mode else ""
         path = folder / f"in_flight_{latency * 1000:.0f}ms_{tag}.png"
         title = f"{r.jobs} jobs, {latency * 1000:.0f} ms model calls: {r.mode[4:]} vs the direct loop"
         print(f"(figure: {draw(path, title, direct, r.notes['slots'])})")
@@ -441,6 +447,12 @@ def main() -> None:
     )
     ap.add_argument("--no-embedded", action="store_true")
     ap.add_argument(
+        "--tracing",
+        default="off",
+        help="off, on, or off,on: Redis+PostgreSQL workers with OpenTelemetry tracing off and/or on (spans "
+        "exported over OTLP/HTTP to a receiver in this process).",
+    )
+    ap.add_argument(
         "--timeline", default="results/slot_timeline", help="Folder for the calls-in-flight figures (one per mode)."
     )
     ap.add_argument("--no-cluster", action="store_true")
@@ -453,6 +465,12 @@ def main() -> None:
     from tests.support.pools import scripted_pool
 
     skip = None if args.no_cluster else services_available()
+    receiver = None
+    if "on" in args.tracing.split(","):
+        from tests.support.otlp_receiver import OtlpReceiver
+
+        receiver = OtlpReceiver().start()  # a real OTLP/HTTP endpoint: the exporters do all their work
+    tracing = [receiver.endpoint if mode == "on" and receiver else None for mode in args.tracing.split(",")]
     if skip:
         print(f"(Redis + PostgreSQL modes skipped: {skip})")
     by_latency: dict[float, list[Result]] = {}
@@ -471,7 +489,11 @@ def main() -> None:
                 rows += [embedded(pool, n, args.concurrency, latency, served, direct) for direct in paths]
             if not args.no_cluster and not skip:
                 for procs in [int(p) for p in args.procs.split(",")]:
-                    rows += [cluster(pool, n, args.concurrency, procs, latency, served, args.profile, d) for d in paths]
+                    rows += [
+                        cluster(pool, n, args.concurrency, procs, latency, served, args.profile, d, endpoint)
+                        for d in paths
+                        for endpoint in tracing
+                    ]
         report(latency, args.concurrency, rows)
         slot_figures(latency, rows, Path(args.timeline))
         by_latency[latency] = rows

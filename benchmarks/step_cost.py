@@ -104,8 +104,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     broker = "memory://" if args.memory else "redis://127.0.0.1:6379/14"
     if not args.memory:
         redis.Redis.from_url(broker).flushdb()
-    with scripted_server(0.0) as url:
-        pool = scripted_pool(url, timeout_s=60)
+    with scripted_server(0.0) as served:
+        pool = scripted_pool(served.url, timeout_s=60)
         settings = Settings(
             home=home,
             broker_url=broker,
