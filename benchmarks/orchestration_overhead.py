@@ -273,8 +273,10 @@ def cluster(
     profile: int | None = None,
     direct: bool = True,
     tracing: str | None = None,
+    variant: tuple[str, dict[str, str]] = ("", {}),
 ) -> Result:
-    """`tracing`: an OTLP/HTTP endpoint the workers export their spans to (None: tracing off)."""
+    """`tracing`: an OTLP/HTTP endpoint the workers export their spans to (None: tracing off);
+    `variant`: a name and the workers' settings that differ (CONDUCTOR_* without the prefix)."""
     import psutil
     import redis
     from sqlalchemy import create_engine, text
@@ -290,7 +292,7 @@ def cluster(
     home = Path(tempfile.mkdtemp())
     broker, db = "redis://127.0.0.1:6379/15", "postgresql+psycopg://root@127.0.0.1/conductor_bench"
     redis.Redis.from_url(broker).flushdb()
-    extra = {"max_rounds": "2", "direct_openai": str(direct).lower()}
+    extra = {"max_rounds": "2", "direct_openai": str(direct).lower(), **variant[1]}
     env = cluster_env(home, broker, db, write_pool(pool, home / "pool.yaml"), **extra)
     if tracing:
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = tracing
@@ -329,7 +331,7 @@ def cluster(
         admin.dispose()
     res = Result(
         f"(b) Redis+PostgreSQL, {procs} worker proc x {threads} threads{'' if direct else ', litellm'}"
-        f"{', tracing on' if tracing else ''}",
+        f"{', tracing on' if tracing else ''}{', ' + variant[0] if variant[0] else ''}",
         n,
         secs,
         lat,
@@ -380,7 +382,15 @@ def report(latency: float, concurrency: int, rows: list[Result]) -> None:
     sys.stdout.flush()
 
 
-def slot_figures(latency: float, rows: list[Result], folder: Path) -> None:
+def _variant(spec: str) -> tuple[str, dict[str, str]]:
+    """`NAME:key=value,key=value` (settings without the CONDUCTOR_ prefix) -> (NAME, settings)."""
+    name, _, pairs = spec.partition(":")
+    return name, dict(p.split("=", 1) for p in pairs.split(",") if p)
+
+
+def slot_figures(
+    latency: float, rows: list[Result], folder: Path, variant_args: tuple[str, ...] | list[str] = ()
+) -> None:
     """Issue 30's figure: calls in flight over time, the direct loop beside each system mode, and
     where the system's idle slots went; and the same as a table."""
     direct = rows[0].notes["slots"]
@@ -393,6 +403,7 @@ def slot_figures(latency: float, rows: list[Result], folder: Path) -> None:
         tag = "embedded" if "embedded" in r.mode else r.mode.split(", ")[1].split(" x")[0].replace(" ", "-")
         tag += "-litellm" if "litellm" in r.mode else ""
         tag += "-tracing" if "tracing on" in r.mode else ""
+        tag += "".join(f"-{name}" for name, _ in [_variant(v) for v in variant_args] if r.mode.endswith(name))
         path = folder / f"in_flight_{latency * 1000:.0f}ms_{tag}.png"
         title = f"{r.jobs} jobs, {latency * 1000:.0f} ms model calls: {r.mode[4:]} vs the direct loop"
         print(f"(figure: {draw(path, title, direct, r.notes['slots'])})")
@@ -447,6 +458,12 @@ def main() -> None:
     )
     ap.add_argument("--no-embedded", action="store_true")
     ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="Also run Redis+PostgreSQL with these worker settings, e.g. prefetch2:prefetch_multiplier=2 (repeatable).",
+    )
+    ap.add_argument(
         "--tracing",
         default="off",
         help="off, on, or off,on: Redis+PostgreSQL workers with OpenTelemetry tracing off and/or on (spans "
@@ -470,6 +487,7 @@ def main() -> None:
         from tests.support.otlp_receiver import OtlpReceiver
 
         receiver = OtlpReceiver().start()  # a real OTLP/HTTP endpoint: the exporters do all their work
+    variants = [("", {})] + [_variant(v) for v in args.variant]
     tracing = [receiver.endpoint if mode == "on" and receiver else None for mode in args.tracing.split(",")]
     if skip:
         print(f"(Redis + PostgreSQL modes skipped: {skip})")
@@ -490,12 +508,13 @@ def main() -> None:
             if not args.no_cluster and not skip:
                 for procs in [int(p) for p in args.procs.split(",")]:
                     rows += [
-                        cluster(pool, n, args.concurrency, procs, latency, served, args.profile, d, endpoint)
+                        cluster(pool, n, args.concurrency, procs, latency, served, args.profile, d, endpoint, variant)
                         for d in paths
                         for endpoint in tracing
+                        for variant in variants
                     ]
         report(latency, args.concurrency, rows)
-        slot_figures(latency, rows, Path(args.timeline))
+        slot_figures(latency, rows, Path(args.timeline), args.variant)
         by_latency[latency] = rows
         cl = [r for r in rows if "Redis" in r.mode and "litellm" not in r.mode]
         if len(cl) > 1:

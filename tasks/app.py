@@ -32,7 +32,7 @@ def create_app(settings: Settings, runtime: Runtime) -> Celery:
         # and give the message back when the host process is killed.
         task_acks_late=True,
         task_reject_on_worker_lost=True,
-        worker_prefetch_multiplier=1,
+        worker_prefetch_multiplier=settings.prefetch_multiplier,
         task_time_limit=settings.task_time_limit_s,
         broker_transport_options={
             "visibility_timeout": settings.visibility_timeout_s,

@@ -309,6 +309,8 @@ def worker(
         if settings.embedded:
             raise InputError("a separate worker needs a real broker: set CONDUCTOR_BROKER_URL=redis://...")
         celery_app = build_celery_app(settings)
+        if settings.switch_interval_ms:
+            sys.setswitchinterval(settings.switch_interval_ms / 1000)
         _warn_if_nobody_scores(celery_app, queues)
         _log_litellm_once()
         argv = [

@@ -223,6 +223,17 @@ class Settings(BaseSettings):
         2, ge=0, description="Most promotions between a trace's policy and the active one that training accepts."
     )
     task_events: bool = Field(False, description="Celery task events from the start (Flower enables them anyway).")
+    prefetch_multiplier: int = Field(
+        1,
+        ge=1,
+        description="Messages a worker process reserves per thread (Celery's worker_prefetch_multiplier); above 1, "
+        "a thread that frees up starts a reserved message without waiting for the broker.",
+    )
+    switch_interval_ms: float | None = Field(
+        None,
+        gt=0,
+        description="Python's GIL switch interval in worker processes (sys.setswitchinterval); unset: Python's 5 ms.",
+    )
     conductor_queue_first: bool = Field(
         True,
         description="Workers take waiting Conductor calls (plans, replans) before other work (Redis broker); "
