@@ -99,9 +99,11 @@ SMOKES: dict[str, Smoke] = {
         needs=_vllm_venv,
         timeout_s=840,
     ),
+    # Every mode: embedded, the cluster with tracing off and on, and a variant of the worker settings.
     "orchestration_overhead.py": Smoke(
-        ["--latency", "0", "--jobs", "4", "--concurrency", "2", "--no-cluster"],
-        expect="(b) embedded",
+        "--latency 0 --jobs 4 --concurrency 2 --procs 1 --tracing off,on --variant rr:conductor_queue_first=false".split(),
+        marks=(pytest.mark.services,),
+        expect="| (b) Redis+PostgreSQL, 1 worker proc x 2 threads, tracing on, rr |",
     ),
     "retraining_cpu.py": Smoke(setup=_retraining_results, expect="wrote "),
     # Wiring only: the embedded store and broker, two jobs; the figures want the services and 120 jobs.
