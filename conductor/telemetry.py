@@ -39,6 +39,7 @@ __all__ = [
     "CAPTURE_CONTENT_ENV",
     "capture_content",
     "context_of",
+    "current_traceparent",
     "enabled",
     "new_job_trace",
     "parse_traceparent",
@@ -168,15 +169,26 @@ def context_of(span_context: SpanContext | None) -> Context | None:
     return trace.set_span_in_context(NonRecordingSpan(span_context)) if span_context is not None else None
 
 
-def new_job_trace() -> dict[str, str | None]:
-    """The job row's trace columns: its own span context, a child of the current span (an API request
-    that carried a `traceparent`) when there is one. Empty when tracing is off."""
+def new_job_trace(parent: str | None = None) -> dict[str, str | None]:
+    """The job row's trace columns: its own span context, a child of `parent` (a stored `traceparent`:
+    the request that created a batch, for the jobs of its lines) or else of the current span (an API
+    request that carried a `traceparent`) when there is one. Empty when tracing is off."""
     if not _enabled:
         return {}
-    caller = trace.get_current_span().get_span_context()
+    stored = parse_traceparent(parent)
+    caller = stored if stored is not None else trace.get_current_span().get_span_context()
     trace_id = caller.trace_id if caller.is_valid else secrets.randbits(128) or 1
     job = SpanContext(trace_id, secrets.randbits(64) or 1, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
     return {"traceparent": traceparent(job), "trace_caller": f"{caller.span_id:016x}" if caller.is_valid else None}
+
+
+def current_traceparent() -> str | None:
+    """The current span's W3C `traceparent` (the API request being handled), to be stored for work done
+    later elsewhere; None when tracing is off or no span is current."""
+    if not _enabled:
+        return None
+    ctx = trace.get_current_span().get_span_context()
+    return traceparent(ctx) if ctx.is_valid else None
 
 
 def caller_context(job: SpanContext, caller_span_id: str | None) -> SpanContext | None:

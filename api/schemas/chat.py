@@ -1,97 +1,14 @@
-"""OpenAI chat completion request and response (plus the `conductor` extension field)."""
+"""OpenAI chat completion request (read in `conductor.app.chat_request`, which Batch API lines share) and
+response (plus the `conductor` extension field)."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from api.schemas.common import Usage
-from api.schemas.formats import (
-    ChatTool,
-    ResponseFormat,
-    chat_functions,
-    combine,
-    refuse,
-    tool_choice_name,
-)
-from conductor.domain.answer_format import AnswerFormat
-from conductor.domain.errors import InputError
-
-
-class ChatMessageIn(BaseModel):
-    model_config = ConfigDict(extra="allow")  # name, tool_calls...: accepted, unused
-
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[dict[str, Any]] | None = None
-
-
-class StreamOptions(BaseModel):
-    include_usage: bool = False
-
-
-#: Fields that would change what the answer is, which the Conductor cannot honour: a 400 names them.
-REFUSED = {
-    "logprobs": "the answer is written by a workflow of several models; no one model's logprobs describe it",
-    "top_logprobs": "the answer is written by a workflow of several models; no one model's logprobs describe it",
-    "functions": "the deprecated functions field is not supported: send tools",
-    "function_call": "the deprecated function_call field is not supported: send tool_choice",
-    "audio": "only text answers are supported",
-    "modalities": "only text answers are supported",
-    "prediction": "predicted outputs are not supported",
-    "web_search_options": "web search is not supported",
-}
-#: Sampling and bookkeeping knobs OpenAI clients send: accepted and ignored (the Conductor and the pool
-#: own sampling); an answer made under other settings is still an answer to the request.
-KNOBS = frozenset(
-    {
-        "temperature",
-        "top_p",
-        "seed",
-        "stop",
-        "user",
-        "metadata",
-        "store",
-        "service_tier",
-        "frequency_penalty",
-        "presence_penalty",
-        "logit_bias",
-        "parallel_tool_calls",
-        "prompt_cache_key",
-        "safety_identifier",
-        "verbosity",
-    }
-)
-
-
-class ChatCompletionRequest(BaseModel):
-    # Unknown fields are kept to be refused by name (`answer_format`): pydantic's own message for an
-    # extra field names it too, but a knob (temperature, ...) must pass.
-    model_config = ConfigDict(extra="allow")
-
-    model: str = Field(min_length=1)
-    messages: list[ChatMessageIn] = Field(min_length=1)
-    stream: bool = False
-    stream_options: StreamOptions | None = None
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
-    n: int = Field(1, ge=1)
-    reasoning_effort: Literal["low", "medium", "high"] | None = None
-    max_usd: float | None = Field(None, gt=0, description="Conductor extension: the maximum USD for this problem.")
-    response_format: ResponseFormat | None = None
-    tools: list[ChatTool] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-
-    def answer_format(self) -> AnswerFormat | None:
-        """The format the final answer must have; 400 for a field this API cannot honour."""
-        refuse(self.model_extra or {}, REFUSED, KNOBS)
-        if self.n > 1:
-            raise InputError("n > 1 is not supported: one request is one job with one answer")
-        shape = self.response_format.answer_format() if self.response_format else None
-        functions = chat_functions(self.tools or [])
-        if self.tool_choice not in (None, "none", "auto") and not functions:
-            raise InputError(f"tool_choice {self.tool_choice!r} needs tools")
-        return combine(shape, functions, tool_choice_name(self.tool_choice, "tool_choice"))
+from conductor.app.chat_request import ChatCompletionRequest
 
 
 class FunctionCall(BaseModel):
@@ -137,3 +54,6 @@ class ChatCompletion(BaseModel):
     choices: list[Choice]
     usage: Usage
     conductor: ConductorInfo
+
+
+__all__ = ["ChatCompletion", "ChatCompletionRequest"]

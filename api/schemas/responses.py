@@ -9,7 +9,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.common import Reasoning
-from api.schemas.formats import ResponseTool, TextOptions, combine, refuse, response_functions, tool_choice_name
+from conductor.app.openai_formats import (
+    ResponseTool,
+    TextOptions,
+    combine,
+    refuse,
+    response_functions,
+    tool_choice_name,
+)
 from conductor.domain.answer_format import AnswerFormat
 from conductor.domain.errors import InputError
 

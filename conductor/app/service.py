@@ -45,6 +45,9 @@ class JobSpec:
     webhook_url: str | None = None  #: notified when the job ends (else the tenant's, for single jobs)
     idempotency_key: str | None = None  #: one job per tenant and key: a repeat returns the first job
     explore_of: str | None = None  #: extra samples for this user job, judged as one group with it
+    #: the job's trace parent when it is not the current span: the stored `traceparent` of the request
+    #: that created the job's batch (its lines are read later, in a worker)
+    trace_parent: str | None = None
 
     def with_knob(self, effort: str | None, max_usd: float | None = None) -> JobSpec:
         """This spec at an effort level (see `conductor.domain.effort`) and a maximum USD per problem.
@@ -68,7 +71,7 @@ class JobSpec:
             "budget_usd": self.budget_usd,
             "explore_of": self.explore_of,
             # The job's trace, a child of the submitting request's span (nothing when tracing is off).
-            **telemetry.new_job_trace(),
+            **telemetry.new_job_trace(self.trace_parent),
         }
 
 

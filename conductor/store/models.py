@@ -136,6 +136,9 @@ class Batch(Base):
     lines_read: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     sends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # The creating request's trace context (revision 0011; null while tracing is off or without a
+    # caller): the jobs of its lines are children of it, though a worker reads them later.
+    traceparent: Mapped[str | None] = mapped_column(String(55))
 
 
 class Job(Base):

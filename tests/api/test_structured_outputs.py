@@ -1,12 +1,16 @@
-"""Structured outputs and tool calls through the one-model API, as the official `openai` client uses them:
-an embedded system (SQLite, in-process worker) over a scripted pool. The scripted Conductor hands the whole
-conversation to one worker; the worker answers from the request it receives (the format the gateway asked
-for in its own terms, and what the conversation holds)."""
+"""Structured outputs and tool calls through the one-model API, as the official `openai` client uses them,
+against both deployments: the embedded default (SQLite, in-process worker) and production (a `conductor api`
+process, Celery worker processes, Redis and PostgreSQL). The pool is scripted, except in the last tests,
+where SmolLM2-135M writes the answers. The scripted Conductor hands the whole conversation to one worker;
+the worker answers from the request it receives (the format the gateway asked for in its own terms, and
+what the conversation holds)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +24,7 @@ from conductor.config.pool import Pool
 from conductor.config.settings import Settings
 from tests.api.conftest import ApiHarness
 from tests.conftest import MODEL_HOME
+from tests.support.api_deployment import Deployment, deploy, fresh_deployment
 from tests.support.cluster import write_pool
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
@@ -71,23 +76,50 @@ def script(model: str, messages: list[dict], body: dict[str, Any]) -> Reply:
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedLLMServer]:
+def embedded_server() -> Iterator[ScriptedLLMServer]:
     s = ScriptedLLMServer(script).start()
     yield s
     s.stop()
 
 
 @pytest.fixture
-def h(tmp_path: Path, server: ScriptedLLMServer) -> Iterator[ApiHarness]:
-    pool_file = write_pool(scripted_pool(server.base_url), tmp_path / "pool.yaml")
+def h(tmp_path: Path, embedded_server: ScriptedLLMServer) -> Iterator[ApiHarness]:
+    pool_file = write_pool(scripted_pool(embedded_server.base_url), tmp_path / "pool.yaml")
     settings = Settings(home=tmp_path, broker_url="memory://", pool_file=pool_file, recursion=False)
     with TestClient(create_app(settings)) as client:
-        yield ApiHarness(client, server, tmp_path)
+        yield ApiHarness(client, embedded_server, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def production(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """One production deployment for the module's checks (each test under a tenant of its own). The
+    call cache is off: the checks count the worker calls each request makes."""
+    with fresh_deployment(tmp_path_factory.mktemp("production"), script, call_cache="off") as d:
+        yield d
+
+
+@pytest.fixture(params=["embedded", pytest.param("production", marks=pytest.mark.services)])
+def deployed(request: pytest.FixtureRequest) -> tuple[openai.OpenAI, ScriptedLLMServer]:
+    """The official client on one of the two deployments, and the scripted server behind its pool."""
+    if request.param == "embedded":
+        h: ApiHarness = request.getfixturevalue("h")
+        key = h.key("acme")
+        return openai.OpenAI(
+            base_url="http://testserver/v1", api_key=key, http_client=h.client, max_retries=0
+        ), h.server
+    d: Deployment = request.getfixturevalue("production")
+    d.server.forget_calls()
+    return d.client(d.key(f"t-{uuid.uuid4().hex[:8]}")), d.server
 
 
 @pytest.fixture
-def client(h: ApiHarness) -> openai.OpenAI:
-    return openai.OpenAI(base_url="http://testserver/v1", api_key=h.key("acme"), http_client=h.client, max_retries=0)
+def client(deployed: tuple[openai.OpenAI, ScriptedLLMServer]) -> openai.OpenAI:
+    return deployed[0]
+
+
+@pytest.fixture
+def server(deployed: tuple[openai.OpenAI, ScriptedLLMServer]) -> ScriptedLLMServer:
+    return deployed[1]
 
 
 def worker_calls(server: ScriptedLLMServer) -> list[Any]:
@@ -274,23 +306,90 @@ class Capital(BaseModel):
     continent: Literal["Europe", "Asia", "Africa", "America", "Oceania"]
 
 
+@contextmanager
+def embedded_client(home: Path, pool: Callable[[str], Pool]) -> Iterator[openai.OpenAI]:
+    """The official client on an embedded API whose pool is `pool(URL of a scripted server)`."""
+    server = ScriptedLLMServer(script).start()
+    settings = Settings(
+        home=home,
+        broker_url="memory://",
+        pool_file=write_pool(pool(server.base_url), home / "pool.yaml"),
+        recursion=False,
+    )
+    try:
+        with TestClient(create_app(settings)) as http:
+            key = ApiHarness(http, server, home).key("acme")
+            yield openai.OpenAI(base_url="http://testserver/v1", api_key=key, http_client=http, max_retries=0)
+    finally:
+        server.stop()
+
+
+def local_pool(base_url: str) -> Pool:
+    """The scripted Conductor over one worker: SmolLM2-135M, run in the worker's own process."""
+    local = {"model": "local/smollm2-135m-instruct", "max_tokens": 48, "temperature": 0.0}
+    pool = scripted_pool(base_url).model_dump()
+    pool["workers"] = [{**local, "name": "smol", "description": "a small local model"}]
+    return Pool.model_validate(pool)
+
+
 @pytest.mark.slow
-def test_the_local_model_answers_parse_with_a_conforming_object(tmp_path: Path, server: ScriptedLLMServer):
+@pytest.mark.parametrize("deployment", ["embedded", pytest.param("production", marks=pytest.mark.services)])
+def test_the_local_model_answers_the_official_clients_checks(
+    deployment: str, tmp_path: Path, request: pytest.FixtureRequest
+):
+    """The same checks with SmolLM2-135M writing the answers under the schema's grammar: `parse` with a
+    Pydantic model, a streamed JSON-schema answer, a forced function call and its follow-up, `responses.parse`."""
     if not (MODEL_HOME / "models" / "smollm2-135m-instruct" / "config.json").exists():
         pytest.fail("the local model is missing: run `make model` (the test command does)")
     (tmp_path / "models").symlink_to(MODEL_HOME / "models")
-    local = {"model": "local/smollm2-135m-instruct", "max_tokens": 48, "temperature": 0.0}
-    pool = scripted_pool(server.base_url).model_dump()
-    pool["workers"] = [{**local, "name": "smol", "description": "a small local model"}]
-    pool_file = write_pool(Pool.model_validate(pool), tmp_path / "pool.yaml")
-    settings = Settings(home=tmp_path, broker_url="memory://", pool_file=pool_file, recursion=False)
-    with TestClient(create_app(settings)) as http:
-        h = ApiHarness(http, server, tmp_path)
-        client = openai.OpenAI(base_url="http://testserver/v1", api_key=h.key("acme"), http_client=http, max_retries=0)
-        done = client.chat.completions.parse(
-            model="conductor",
-            messages=[{"role": "user", "content": "Which city is the capital of France?"}],
-            response_format=Capital,
-        )
+    if deployment == "embedded":
+        with embedded_client(tmp_path, local_pool) as client:
+            _local_model_checks(client)
+        return
+    pg_url, redis_url = request.getfixturevalue("pg_url"), request.getfixturevalue("redis_db")
+    with deploy(tmp_path, pg_url, redis_url, script, pool=local_pool, worker_names=("w1",), concurrency=1) as d:
+        _local_model_checks(d.client(d.key("acme")))
+
+
+def _local_model_checks(client: openai.OpenAI) -> None:
+    done = client.chat.completions.parse(
+        model="conductor",
+        messages=[{"role": "user", "content": "Which city is the capital of France?"}],
+        response_format=Capital,
+    )
     parsed = done.choices[0].message.parsed
     assert isinstance(parsed, Capital) and parsed.city
+
+    stream = client.chat.completions.create(
+        model="conductor",
+        messages=[{"role": "user", "content": "Name a big city and its population."}],
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "city", "schema": City.model_json_schema(), "strict": True},
+        },
+        stream=True,
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert isinstance(City.model_validate_json(text), City)
+
+    messages: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
+    first = client.chat.completions.create(
+        model="conductor", messages=messages, tools=[WEATHER], tool_choice="required"
+    )
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    (call,) = choice.message.tool_calls or []
+    assert call.function.name == "get_weather"
+    arguments = json.loads(call.function.arguments)
+    assert isinstance(arguments["city"], str) and arguments["unit"] in ("C", "F")
+    messages += [
+        choice.message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "21 degrees C"},
+    ]
+    second = client.chat.completions.create(model="conductor", messages=messages, tools=[WEATHER], tool_choice="none")
+    assert second.choices[0].finish_reason in ("stop", "length") and second.choices[0].message.content
+
+    answered = client.responses.parse(
+        model="conductor", input="Which city is the capital of Japan?", text_format=Capital
+    )
+    assert answered.status == "completed" and isinstance(answered.output_parsed, Capital)

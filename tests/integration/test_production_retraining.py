@@ -32,6 +32,7 @@ from conductor.app.tenants import set_exploration
 from conductor.config.pool import Pool
 from conductor.store.models import Checkpoint, Job, Judgement, Round, TrainingCycle
 from tests.conftest import MODEL_HOME
+from tests.reward_pipeline.training.test_health import read_board
 from tests.support.api_deployment import Deployment, deploy
 from tests.support.cluster import REPO, Proc, workers
 from tests.support.judge import judge_reply, judge_worker
@@ -160,6 +161,12 @@ def test_live_traffic_is_explored_judged_trained_on_gated_promoted_and_served(
         assert (cycle.trigger, cycle.status, cycle.error) == ("beat", "done", None), cycle.stats
         assert cycle.stats["gate"]["passed"], cycle.stats["gate"]
         assert cycle.stats["health"]["reward_by_source"]["judge"]["rows"] == 9
+        # The trainer process wrote the cycle to TensorBoard: its point, and one run of its optimizer steps.
+        board = read_board(tmp_path / "tensorboard" / "cycles")
+        assert board["cycle/status/done"] == [(cycle.id, 1.0)] and board["cycle/gate/passed"] == [(cycle.id, 1.0)]
+        steps = read_board(tmp_path / "tensorboard" / f"cycle-{cycle.id}")
+        assert steps["train/loss"] and [s for s, _ in steps["train/ess"]] == [s for s, _ in steps["train/loss"]]
+        assert steps["train/reward_by_source/judge/mean"]
         with d.runtime.sessions() as s:
             active = s.scalar(select(Checkpoint.id).where(Checkpoint.status == "active"))
             steps = s.scalar(select(func.count()).select_from(Job).where(Job.explore_of.in_(acme_jobs)))

@@ -22,6 +22,7 @@ from conductor.store.models import Job, Step
 from tests.api.conftest import harness  # noqa: F401  (the API fixture)
 from tests.conftest import default_script
 from tests.integration.test_cluster import _client
+from tests.support.api_deployment import batch_file
 from tests.support.cluster import cluster_env, workers, write_pool
 from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.support.pools import scripted_pool
@@ -230,3 +231,46 @@ def test_a_traceparent_on_an_api_request_makes_the_jobs_trace_a_child_of_the_cal
     assert job.attributes["conductor.tenant.id"] == tenant_id and job.attributes["conductor.job.id"] == job_id
     _assert_no_orphans(spans, caller_id)
     assert sum(s.name == "conductor.run_step" for s in spans) == 2
+
+
+def test_a_traceparent_on_a_batch_creation_makes_each_lines_job_a_child_of_that_request(harness, receiver):  # noqa: F811
+    """The lines are read later by a worker's task, not in the request: the batch row keeps the request's
+    trace context, and every line's job is a child of the request's span in the caller's trace."""
+    trace_id, caller_id = "5cf92f3577b34da6a3ce929d0e0e4737", "01f067aa0ba902b8"
+    key = harness.key("acme", scopes=["files", "batches"])
+    upload = harness.client.post(
+        "/v1/files",
+        files={"file": ("in.jsonl", batch_file(2, workflow="chain", prefix="traced"))},
+        data={"purpose": "batch"},
+        headers=harness.headers(key),
+    )
+    created = harness.client.post(
+        "/v1/batches",
+        json={"input_file_id": upload.json()["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"},
+        headers=harness.headers(key, traceparent=f"00-{trace_id}-{caller_id}-01"),
+    )
+    assert created.status_code == 200, created.text
+    deadline = time.monotonic() + 60
+    while (batch := harness.client.get(f"/v1/batches/{created.json()['id']}", headers=harness.headers(key)).json())[
+        "status"
+    ] != "completed":
+        assert time.monotonic() < deadline, batch
+        time.sleep(0.2)
+    telemetry.force_flush()
+    receiver.wait_for(lambda rx: sum(s.name == "conductor.job" for s in rx.trace(trace_id)) == 2)
+
+    spans = receiver.trace(trace_id)
+    request = _one(spans, "POST /v1/batches")
+    assert request.parent_id == caller_id
+    jobs = [s for s in spans if s.name == "conductor.job"]
+    by_id = {s.span_id: s for s in spans}
+    for job in jobs:  # each under the request's span (FastAPI's endpoint span, inside it, was current)
+        at = job
+        while at.parent_id in by_id and at is not request:
+            at = by_id[at.parent_id]
+        assert at is request, (job.attributes["conductor.job.id"], at.name)
+    with harness.client.app.state.api.sessions() as s:
+        line_jobs = set(s.scalars(select(Job.id).where(Job.batch_id == batch["id"])))
+    assert {job.attributes["conductor.job.id"] for job in jobs} == line_jobs
+    _assert_no_orphans(spans, caller_id)
+    assert sum(s.name == "conductor.run_step" for s in spans) == 4  # two steps per line, all in this trace

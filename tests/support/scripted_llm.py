@@ -158,6 +158,11 @@ class ScriptedLLMServer:
         with self._lock:
             return [c for c in self.calls if c.model.startswith(prefix)]
 
+    def forget_calls(self) -> None:
+        """Start counting calls afresh (a server shared by several tests)."""
+        with self._lock:
+            self.calls.clear()
+
 
 class _Server(ThreadingHTTPServer):
     # The default backlog of 5 resets connections when many clients connect at once (benchmarks).

@@ -21,13 +21,14 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
+from conductor import telemetry
 from conductor.app.batches.ingest import CHUNK, BatchReader, error_lines, invalid_path, rowcount
 from conductor.app.batches.sweep import BatchSweep
 from conductor.app.openai_shapes import batch_usage, chat_completion, job_workflows
 from conductor.app.service import Service
 from conductor.app.tenants import check_quota, owned
 from conductor.config.settings import Settings
-from conductor.domain.errors import Conflict, InputError, NotFound
+from conductor.domain.errors import AnswerFormatError, Conflict, InputError, NotFound
 from conductor.domain.resend import ResendPolicy
 from conductor.domain.states import TERMINAL_JOB_VALUES, BatchStatus, JobStatus
 from conductor.domain.text import flaw
@@ -114,6 +115,8 @@ class Batches:
             meta=metadata,
             created_at=t,
             expires_at=t + timedelta(hours=24),
+            # The creating request's span (its caller's `traceparent`): the lines' jobs become its children.
+            traceparent=telemetry.current_traceparent(),
         )
         with self.sessions.begin() as s:
             s.add(batch)
@@ -317,8 +320,13 @@ class Batches:
         rec: dict[str, Any] = {"id": f"batch_req_{job.id}", "custom_id": job.external_id, "line": job.line_no}
         ok = job.status in (JobStatus.DONE.value, JobStatus.BUDGET_EXCEEDED.value)
         if ok:
-            body = chat_completion(job, workflows, (job.options or {}).get("model", "conductor"))
-            rec.update(response={"status_code": 200, "request_id": job.id, "body": body}, error=None)
+            try:
+                body = chat_completion(job, workflows, (job.options or {}).get("model", "conductor"))
+                rec.update(response={"status_code": 200, "request_id": job.id, "body": body}, error=None)
+            except AnswerFormatError as exc:  # e.g. a budget-stopped job's partial answer: not the format asked
+                ok = False
+                error = {"message": f"job {job.id}: {exc}", "type": "server_error", "code": "answer_format"}
+                rec.update(response={"status_code": 502, "request_id": job.id, "body": {"error": error}}, error=None)
         elif job.status == JobStatus.CANCELLED.value:
             rec.update(response=None, error={"code": reason or "cancelled", "message": job.error or "cancelled"})
         else:

@@ -1,0 +1,113 @@
+"""The OpenAI chat completion request as this system reads it: the chat route's body and each Batch API
+line's `body` alike, so a line's `response_format`, `tools` and `tool_choice` mean what they mean on the
+route, and a field that would change the answer and cannot be honoured is refused by name on both."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from conductor.app.openai_formats import (
+    ChatTool,
+    ResponseFormat,
+    chat_functions,
+    combine,
+    refuse,
+    tool_choice_name,
+)
+from conductor.domain.answer_format import AnswerFormat
+from conductor.domain.errors import InputError
+
+
+class ChatMessageIn(BaseModel):
+    model_config = ConfigDict(extra="allow")  # name, tool_calls...: accepted, unused
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+#: Fields that would change what the answer is, which the Conductor cannot honour: a 400 names them.
+REFUSED = {
+    "logprobs": "the answer is written by a workflow of several models; no one model's logprobs describe it",
+    "top_logprobs": "the answer is written by a workflow of several models; no one model's logprobs describe it",
+    "functions": "the deprecated functions field is not supported: send tools",
+    "function_call": "the deprecated function_call field is not supported: send tool_choice",
+    "audio": "only text answers are supported",
+    "modalities": "only text answers are supported",
+    "prediction": "predicted outputs are not supported",
+    "web_search_options": "web search is not supported",
+}
+#: Sampling and bookkeeping knobs OpenAI clients send: accepted and ignored (the Conductor and the pool
+#: own sampling); an answer made under other settings is still an answer to the request.
+KNOBS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "seed",
+        "stop",
+        "user",
+        "metadata",
+        "store",
+        "service_tier",
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+        "parallel_tool_calls",
+        "prompt_cache_key",
+        "safety_identifier",
+        "verbosity",
+    }
+)
+
+
+class ChatCompletionRequest(BaseModel):
+    # Unknown fields are kept to be refused by name (`answer_format`): pydantic's own message for an
+    # extra field names it too, but a knob (temperature, ...) must pass.
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1)
+    messages: list[ChatMessageIn] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    n: int = Field(1, ge=1)
+    reasoning_effort: Literal["low", "medium", "high"] | None = None
+    max_usd: float | None = Field(None, gt=0, description="Conductor extension: the maximum USD for this problem.")
+    response_format: ResponseFormat | None = None
+    tools: list[ChatTool] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+
+    def answer_format(self) -> AnswerFormat | None:
+        """The format the final answer must have; 400 for a field this API cannot honour."""
+        refuse(self.model_extra or {}, REFUSED, KNOBS)
+        if self.n > 1:
+            raise InputError("n > 1 is not supported: one request is one job with one answer")
+        shape = self.response_format.answer_format() if self.response_format else None
+        functions = chat_functions(self.tools or [])
+        if self.tool_choice not in (None, "none", "auto") and not functions:
+            raise InputError(f"tool_choice {self.tool_choice!r} needs tools")
+        return combine(shape, functions, tool_choice_name(self.tool_choice, "tool_choice"))
+
+
+#: A Batch API line's body may also spell the effort as the Responses API does (see `conductor.domain.effort`).
+BATCH_LINE_EXTRAS = frozenset({"reasoning"})
+
+
+def batch_line_format(body: dict[str, Any]) -> AnswerFormat | None:
+    """A Batch API line's `body` read as the chat route reads its request: the format its answer must
+    have, or an InputError naming the field (`body.response_format.type: ...`, `unknown field ...`). A line
+    without a `model` asks for `conductor`."""
+    fields = {"model": "conductor", **{k: v for k, v in body.items() if k not in BATCH_LINE_EXTRAS}}
+    try:
+        request = ChatCompletionRequest.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise InputError(f"body.{where}: {first['msg']}") from exc
+    return request.answer_format()
