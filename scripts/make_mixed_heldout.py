@@ -125,7 +125,7 @@ def main() -> None:
     rng = random.Random(20261205)
     arith = [json.loads(line) for line in (DATA / "arith_words_heldout.jsonl").read_text().splitlines()[:N]]
     rows: list[dict] = []
-    for i, a in enumerate(arith):
+    for a in arith:
         rows.append({**a, "metadata": {"family": "arithmetic"}})
     for family, make in (
         ("letters", letters),
