@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from api import errors, ui
 from api.edge import BodyEdge
 from api.metrics import StoreCollector
-from api.routes import batches, chat, estimates, files, jobs, metrics, models, responses, webhooks
+from api.routes import admin, batches, chat, estimates, files, jobs, metrics, models, responses, webhooks
 from conductor.app.batches.batch_api import Batches
 from conductor.app.estimate import estimate
 from conductor.app.tenant_jobs import TenantJobs
@@ -64,6 +64,7 @@ def create_app(settings: Settings) -> FastAPI:
         batches.router,
         webhooks.router,
         metrics.router,
+        admin.router,
     ):
         app.include_router(router)
     return app

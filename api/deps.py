@@ -11,7 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from api.errors import AuthError
 from conductor.app.batches.batch_api import Batches
 from conductor.app.tenant_jobs import TenantJobs
-from conductor.app.tenants import Principal, verify_key
+from conductor.app.tenants import ADMIN_SCOPE, Principal, verify_key
 from conductor.domain.problem import Problem
 
 _bearer = HTTPBearer(auto_error=False)
@@ -66,3 +66,5 @@ ChatCaller = Annotated[Principal, Depends(scoped("chat"))]
 JobsCaller = Annotated[Principal, Depends(scoped("jobs"))]
 FilesCaller = Annotated[Principal, Depends(scoped("files"))]
 BatchesCaller = Annotated[Principal, Depends(scoped("batches"))]
+#: An operator: a key with the `admin` scope (never given by default), whatever tenant holds it.
+AdminCaller = Annotated[Principal, Depends(scoped(ADMIN_SCOPE))]

@@ -9,8 +9,9 @@ shape: a Conductor plan, two parallel steps and a combine step (4 model calls, n
     python benchmarks/step_cost.py                      # Redis + PostgreSQL, 120 jobs
     python benchmarks/step_cost.py --sqlite --memory    # the embedded default
     python benchmarks/step_cost.py --py-spy out.txt     # + py-spy --gil of this process
+    python benchmarks/step_cost.py --workflow single --statements   # another plan shape (docs/capacity.md)
 
-"step" below is one model call's task (the plan or a run_step): 4 per job. The process CPU
+"step" below is one model call's task (the plan or a run_step): 4 per `fanout` job. The process CPU
 includes the submitting client, the broker client and the worker threads; the scripted
 server runs elsewhere and is not counted.
 """
@@ -31,7 +32,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-STEPS_PER_JOB = 4  #: plan + 2 parallel steps + combine
+
+def steps_per_job(workflow: str) -> int:
+    """Model calls (tasks) of one job of a scripted plan shape: the plan, then each of its steps."""
+    import json
+
+    from tests.support.workflows import WORKFLOWS
+
+    return 1 + len(json.loads(WORKFLOWS[workflow][1]))
 
 
 class SqlCounter:
@@ -132,16 +140,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 )
             counter.counting = True
             cpu0, t0 = time.process_time(), time.perf_counter()
-            ids = [service.submit(Problem(question=f"[wf:fanout] q{i}"), JobSpec())[0] for i in range(args.jobs)]
+            ids = [
+                service.submit(Problem(question=f"[wf:{args.workflow}] q{i}"), JobSpec())[0] for i in range(args.jobs)
+            ]
             wait_done(runtime.sessions, ids)
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
             counter.counting = False
             if spy is not None:
                 spy.wait()
         runtime.close()
-    steps = args.jobs * STEPS_PER_JOB
+    steps = args.jobs * steps_per_job(args.workflow)
     return {
         "jobs": args.jobs,
+        "workflow": args.workflow,
+        "statements_per_job": counter.statements / args.jobs,
+        "commits_per_job": counter.commits / args.jobs,
         "cpu_ms_per_step": cpu / steps * 1000,
         "statements_per_step": counter.statements / steps,
         "commits_per_step": counter.commits / steps,
@@ -158,6 +171,11 @@ def main() -> None:
     ap.add_argument("--memory", action="store_true", help="The memory:// broker instead of Redis.")
     ap.add_argument("--litellm", action="store_true", help="Every call through litellm (direct_openai off).")
     ap.add_argument("--statements", action="store_true", help="Also list the statements a job runs, by shape.")
+    ap.add_argument(
+        "--workflow",
+        default="fanout",
+        help="The scripted plan every job gets (tests/support/workflows.py): single, chain, fanout, wide.",
+    )
     ap.add_argument("--py-spy", help="Write py-spy raw samples (--gil) of this process here.")
     ap.add_argument("--py-spy-bin", default="py-spy")
     ap.add_argument("--spy-s", type=int, default=15)
@@ -167,7 +185,9 @@ def main() -> None:
         for shape, per_job in r["shapes"].items():
             print(f"{per_job:6.2f}/job  {shape}")
     print(
-        f"{r['jobs']} jobs: {r['cpu_ms_per_step']:.2f} CPU ms/step, {r['statements_per_step']:.2f} statements/step, "
+        f"{r['jobs']} jobs of [wf:{r['workflow']}]: {r['statements_per_job']:.2f} statements/job, "
+        f"{r['commits_per_job']:.2f} commits/job; "
+        f"{r['cpu_ms_per_step']:.2f} CPU ms/step, {r['statements_per_step']:.2f} statements/step, "
         f"{r['commits_per_step']:.2f} commits/step ({r['wall_s']:.1f} s wall, loaded machine: not a speed figure)"
     )
 

@@ -9,6 +9,7 @@ from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field
 
 from api.schemas.common import Reasoning
 from conductor.domain.problem import Problem
+from conductor.domain.usage import MAX_TOKEN_COUNT
 
 #: Every state a job can be in (`waiting`: written, not yet admitted by the feeder).
 JobState = Literal["waiting", "queued", "running", "done", "failed", "budget_exceeded", "cancelled"]
@@ -20,7 +21,7 @@ class JobCreate(BaseModel):
     problem: Problem
     samples: int | None = Field(None, ge=1, le=64)
     priority: int = Field(5, ge=0, le=9, description="0 lowest, 9 highest; chat requests run at 9.")
-    budget_tokens: int | None = Field(None, ge=1)
+    budget_tokens: int | None = Field(None, ge=1, le=MAX_TOKEN_COUNT)
     budget_usd: float | None = Field(None, gt=0, description="The maximum USD for this problem.")
     reasoning: Reasoning | None = Field(None, description="effort low / medium / high: steps, replans, samples.")
     webhook_url: AnyHttpUrl | None = None

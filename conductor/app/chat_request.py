@@ -18,6 +18,7 @@ from conductor.app.openai_formats import (
 )
 from conductor.domain.answer_format import AnswerFormat
 from conductor.domain.errors import InputError
+from conductor.domain.usage import MAX_TOKEN_COUNT
 
 
 class ChatMessageIn(BaseModel):
@@ -74,8 +75,8 @@ class ChatCompletionRequest(BaseModel):
     messages: list[ChatMessageIn] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, le=MAX_TOKEN_COUNT)
+    max_completion_tokens: int | None = Field(None, ge=1, le=MAX_TOKEN_COUNT)
     n: int = Field(1, ge=1)
     reasoning_effort: Literal["low", "medium", "high"] | None = None
     max_usd: float | None = Field(None, gt=0, description="Conductor extension: the maximum USD for this problem.")

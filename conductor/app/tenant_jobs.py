@@ -23,6 +23,7 @@ from conductor.domain.answer_format import AnswerFormat
 from conductor.domain.errors import Conflict, InputError, NotFound
 from conductor.domain.problem import Problem
 from conductor.domain.states import TERMINAL_JOB_VALUES
+from conductor.domain.usage import MAX_TOKEN_COUNT
 from conductor.engine.cancel import cancel_jobs
 from conductor.store.models import Chain, Job, Reward, Round
 
@@ -121,7 +122,7 @@ class TenantJobs:
         spec = JobSpec(
             priority=9,
             options=options,
-            budget_tokens=None if max_tokens is None else max(max_tokens * 20, 2000),
+            budget_tokens=None if max_tokens is None else min(max(max_tokens * 20, 2000), MAX_TOKEN_COUNT),
         ).with_knob(effort, max_usd)
         job_id, _ = self.submit(tenant_id, Problem(question=question, kind="text"), spec)
         return job_id

@@ -1,7 +1,7 @@
 """`conductor tenants ...`: what a tenant agreed to (training on its traces), and deleting one.
 
-CLI only: the HTTP API has no administration routes (the `admin` scope only widens the /ui
-explorer's view), so consent and deletion are operator commands.
+The HTTP API's administration routes (`api/routes/admin.py`, for a key with the `admin` scope)
+call the same functions: `PUT /v1/admin/tenants/{name}/training`, `DELETE /v1/admin/tenants/{name}`.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The largest token count a job row holds (its token and budget columns are PostgreSQL INTEGERs):
+#: a budget the API accepts must fit, or the job's insert fails on PostgreSQL (SQLite takes any).
+MAX_TOKEN_COUNT = 2**31 - 1
+
 
 @dataclass(frozen=True)
 class Usage:

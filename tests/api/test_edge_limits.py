@@ -111,6 +111,19 @@ def test_unstorable_text_is_a_400_naming_the_field_and_writes_nothing(edge: Edge
     assert edge.jobs() == 0
 
 
+def test_a_budget_past_the_stores_integers_is_a_400_naming_the_field_and_a_derived_one_is_capped(edge: Edge):
+    # PostgreSQL's INTEGER budget column: 2**31 tokens failed the insert (a 500; SQLite took it).
+    error = _error(edge.post("/v1/jobs", {**_job("[wf:single] hi"), "budget_tokens": 2**31}), 400)
+    assert error["param"] == "budget_tokens"
+    assert _error(edge.post("/v1/chat/completions", {**_chat("hi"), "max_tokens": 2**31}), 400)["param"] == "max_tokens"
+    assert edge.jobs() == 0
+    # a chat budget is 20 times max_tokens: past the column's range it is capped, and the job runs
+    r = edge.post("/v1/chat/completions", {**_chat("[wf:single] hi"), "max_completion_tokens": 2**31 // 20 + 1})
+    assert r.status_code == 200, r.text
+    with edge.sessions() as s:
+        assert s.scalar(select(Job.budget_tokens)) == 2**31 - 1
+
+
 def test_an_escaped_backslash_before_u0000_is_ordinary_text(edge: Edge):
     r = edge.post("/v1/jobs", _job("[wf:single] print('\\u0000')"))  # the characters \ u 0 0 0 0
     assert r.status_code == 201, r.text

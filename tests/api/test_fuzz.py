@@ -4,7 +4,7 @@ on the embedded system (SQLite + in-process worker) with the scripted model serv
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,11 +68,21 @@ MODES = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
 
 
 def _fuzz(
-    operation: Any, session: asgi.ASGIClient, mode: GenerationMode, headers: dict[str, str], max_examples: int
+    operation: Any,
+    session: Any,
+    mode: GenerationMode,
+    headers: dict[str, str],
+    max_examples: int,
+    base_url: str = BASE,
+    steer: Callable[[Any], Any] | None = None,
 ) -> list[str]:
+    """The 5xx answers (with a curl command each) to `max_examples` cases of `operation` in `mode`,
+    sent through `session`: the ASGI client here, a `requests.Session` for a live server. `steer`
+    changes each generated case before it is sent (to make more of them acceptable, say)."""
     failures: list[str] = []
+    cases = operation.as_strategy(mode)
 
-    @given(case=operation.as_strategy(mode))
+    @given(case=cases.map(steer) if steer else cases)
     @settings(
         max_examples=max_examples,
         deadline=None,
@@ -81,7 +91,7 @@ def _fuzz(
         database=None,
     )
     def check(case: Any) -> None:
-        response = case.call(base_url=BASE, session=session, headers=headers, timeout=30)
+        response = case.call(base_url=base_url, session=session, headers=headers, timeout=30)
         if response.status_code >= 500:
             failures.append(f"{response.status_code}: {response.text[:300]}\n{case.as_curl_command()}")
 

@@ -1,6 +1,8 @@
 """Deleting a tenant: nothing of its data is left anywhere the deployment keeps data, and another
-tenant's data is untouched. PostgreSQL store, the API over an in-process worker, scripted models,
-a real webhook receiver; the check is a `pg_dump`, every table's rows, and the files directory."""
+tenant's data is untouched, whether an operator runs `conductor tenants delete` or an admin key
+calls `DELETE /v1/admin/tenants/{name}`. PostgreSQL store, the API over an in-process worker,
+scripted models, a real webhook receiver; the check is a `pg_dump`, every table's rows, and the
+files directory."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from conductor.app.tenants import create_key
 from conductor.cli.main import app as cli
 from conductor.config.settings import Settings
 from conductor.store.models import Checkpoint
@@ -29,7 +32,23 @@ def deployment(tmp_path: Path, pg_url: str) -> Iterator[tuple[TestClient, Receiv
         yield parts
 
 
-def test_deleting_a_tenant_leaves_none_of_its_data_and_all_of_anothers(deployment, pg_url, monkeypatch):
+def _delete_with_the_cli(client: TestClient, settings: Settings, pg_url: str, monkeypatch) -> dict:
+    monkeypatch.setenv("CONDUCTOR_HOME", str(settings.home))
+    monkeypatch.setenv("CONDUCTOR_DATABASE_URL", pg_url)
+    result = CliRunner().invoke(cli, ["tenants", "delete", "acme", "--yes"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _delete_with_the_admin_route(client: TestClient, settings: Settings, pg_url: str, monkeypatch) -> dict:
+    admin, _ = create_key(client.app.state.api.sessions, "operators", scopes=["admin"])  # type: ignore[attr-defined]
+    response = client.delete("/v1/admin/tenants/acme", headers={"Authorization": f"Bearer {admin}"})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+@pytest.mark.parametrize("delete", [_delete_with_the_cli, _delete_with_the_admin_route], ids=["cli", "admin-route"])
+def test_deleting_a_tenant_leaves_none_of_its_data_and_all_of_anothers(deployment, pg_url, monkeypatch, delete):
     client, receiver, settings = deployment
     acme = fill(client, "acme", "ACME-SECRET-7f3a", receiver.url)
     globex = fill(client, "globex", "GLOBEX-KEEP-91c2", receiver.url)
@@ -46,12 +65,8 @@ def test_deleting_a_tenant_leaves_none_of_its_data_and_all_of_anothers(deploymen
     globex_usage = client.app.state.api.service.usage(tenant_id=globex.tenant_id)  # type: ignore[attr-defined]
     tables = {line.split(":", 1)[0] for line in database_text(pg_url).splitlines() if acme.marker in line}
 
-    monkeypatch.setenv("CONDUCTOR_HOME", str(settings.home))
-    monkeypatch.setenv("CONDUCTOR_DATABASE_URL", pg_url)
-    result = CliRunner().invoke(cli, ["tenants", "delete", "acme", "--yes"])
+    report = delete(client, settings, pg_url, monkeypatch)
 
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
     # the marker was everywhere before: questions, answers, plans, steps, files, webhook bodies
     assert before.count(acme.marker) > 20 and before.count(globex.marker) > 20
     assert {"jobs", "chains", "rounds", "steps", "webhook_deliveries", "call_cache"} <= tables
