@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import multiprocessing as mp
 import os
 import sys
@@ -299,7 +300,9 @@ def cluster(
     settings = Settings(home=home, broker_url=broker, database_url=db, max_rounds=2, direct_openai=direct)
     system = contextlib.ExitStack()
     service = system.enter_context(running_system(settings, pool=pool, worker=False)).service
-    threads = max(1, concurrency // procs)
+    threads = max(1, concurrency // procs)  # each worker's -c: its model calls in flight
+    share = float(variant[1].get("spare_thread_share", Settings.model_fields["spare_thread_share"].default))
+    spare = math.ceil(threads * share)
     names = [f"b{i}" for i in range(procs)]
     try:
         with workers(env, home, names, concurrency=threads) as running:
@@ -325,12 +328,21 @@ def cluster(
                 spy.wait()
             workers_cpu = cpu() - w0
             client_cpu = time.process_time() - cpu0
-            slots = _slots(f"system ({procs} procs x {threads} threads)", served, service, ids, t0, t1, concurrency)
+            slots = _slots(
+                f"system ({procs} procs x {threads} calls, {threads + spare} threads)",
+                served,
+                service,
+                ids,
+                t0,
+                t1,
+                concurrency,
+            )
     finally:
         system.close()
         admin.dispose()
     res = Result(
-        f"(b) Redis+PostgreSQL, {procs} worker proc x {threads} threads{'' if direct else ', litellm'}"
+        f"(b) Redis+PostgreSQL, {procs} worker proc x {threads} calls ({threads + spare} threads)"
+        f"{'' if direct else ', litellm'}"
         f"{', tracing on' if tracing else ''}{', ' + variant[0] if variant[0] else ''}",
         n,
         secs,
@@ -461,7 +473,8 @@ def main() -> None:
         "--variant",
         action="append",
         default=[],
-        help="Also run Redis+PostgreSQL with these worker settings, e.g. prefetch2:prefetch_multiplier=2 (repeatable).",
+        help="Also run Redis+PostgreSQL with these worker settings (CONDUCTOR_* without the prefix), e.g. "
+        "nospare:spare_thread_share=0 (repeatable).",
     )
     ap.add_argument(
         "--tracing",

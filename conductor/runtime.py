@@ -71,6 +71,7 @@ class Runtime:
             plan_grammar=self.settings.plan_grammar,
             cache=StoreCallCache(self.sessions) if self.settings.call_cache != "off" else None,
             cache_mode=self.settings.call_cache,
+            call_slots=self.settings.call_slots,
         )
         if self.settings.follow_active_checkpoint:
             gateway.follow(ActivePolicyCache(self._read_active_policy, ttl_s=self.settings.policy_refresh_s))

@@ -11,7 +11,7 @@ from conductor import telemetry
 from conductor.config.settings import Settings
 from conductor.log_context import JOB_LOG_FORMAT
 from conductor.runtime import Runtime
-from tasks import job_logging, queue_order
+from tasks import job_logging
 from tasks.names import QUEUES, ROUTES
 from tasks.names import Queue as QueueName
 
@@ -32,15 +32,13 @@ def create_app(settings: Settings, runtime: Runtime) -> Celery:
         # and give the message back when the host process is killed.
         task_acks_late=True,
         task_reject_on_worker_lost=True,
-        worker_prefetch_multiplier=settings.prefetch_multiplier,
+        worker_prefetch_multiplier=1,
         task_time_limit=settings.task_time_limit_s,
         broker_transport_options={
             "visibility_timeout": settings.visibility_timeout_s,
             # A broker that went silent (a partition drops packets, no RST) must fail a publish or
             # a BRPOP in seconds, not hang the worker on a half-open socket.
             **({} if settings.embedded else settings.links.celery_transport_options()),
-            # Plans before steps: a batch's last jobs start early enough not to leave slots idle at its end.
-            **({"queue_order_strategy": queue_order.STRATEGY} if settings.conductor_queue_first else {}),
             # The in-memory transport polls; its 1 s default would add a second to every hop.
             **({"polling_interval": 0.02} if settings.embedded else {}),
         },

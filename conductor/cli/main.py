@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -296,7 +297,12 @@ def traces_export(
 @app.command()
 def worker(
     queues: str = typer.Option("conductor,llm,reward,default", "-Q", "--queues", help="Queues to consume."),
-    concurrency: int | None = typer.Option(None, "-c", "--concurrency"),
+    concurrency: int | None = typer.Option(
+        None,
+        "-c",
+        "--concurrency",
+        help="Model calls in flight in this process (threads pool: plus CONDUCTOR_SPARE_THREAD_SHARE spare threads).",
+    ),
     pool: str | None = typer.Option(None, "-P", "--pool", help="threads, prefork, solo, gevent"),
     loglevel: str = typer.Option("INFO", "-l", "--loglevel"),
     hostname: str | None = typer.Option(None, "-n", "--hostname"),
@@ -308,9 +314,14 @@ def worker(
         settings = load_settings()
         if settings.embedded:
             raise InputError("a separate worker needs a real broker: set CONDUCTOR_BROKER_URL=redis://...")
+        pool_kind = pool or settings.worker_pool
+        slots = concurrency or settings.worker_concurrency
+        threads = slots
+        if pool_kind == "threads" and settings.call_slots is None:
+            # -c is the model calls in flight; spare threads prepare the next step meanwhile.
+            threads = slots + math.ceil(slots * settings.spare_thread_share)
+            settings = settings.model_copy(update={"call_slots": slots})
         celery_app = build_celery_app(settings)
-        if settings.switch_interval_ms:
-            sys.setswitchinterval(settings.switch_interval_ms / 1000)
         _warn_if_nobody_scores(celery_app, queues)
         _log_litellm_once()
         argv = [
@@ -320,9 +331,9 @@ def worker(
             "-l",
             loglevel,
             "-P",
-            pool or settings.worker_pool,
+            pool_kind,
             "-c",
-            str(concurrency or settings.worker_concurrency),
+            str(threads),
         ]
         if hostname:
             argv += ["-n", hostname]

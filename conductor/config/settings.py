@@ -191,7 +191,7 @@ class Settings(BaseSettings):
     max_batch_lines: int = Field(50_000, ge=1, description="Most lines (requests) one Batch API input file may hold.")
 
     worker_pool: Literal["threads", "prefork", "solo", "gevent"] = "threads"
-    worker_concurrency: int = Field(8, ge=1)
+    worker_concurrency: int = Field(8, ge=1, description="`conductor worker` without -c: model calls in flight.")
     embedded_concurrency: int = Field(4, ge=1, description="Threads of the in-process worker (memory://).")
 
     follow_active_checkpoint: bool = Field(
@@ -223,21 +223,19 @@ class Settings(BaseSettings):
         2, ge=0, description="Most promotions between a trace's policy and the active one that training accepts."
     )
     task_events: bool = Field(False, description="Celery task events from the start (Flower enables them anyway).")
-    prefetch_multiplier: int = Field(
-        1,
-        ge=1,
-        description="Messages a worker process reserves per thread (Celery's worker_prefetch_multiplier); above 1, "
-        "a thread that frees up starts a reserved message without waiting for the broker.",
-    )
-    switch_interval_ms: float | None = Field(
+    call_slots: int | None = Field(
         None,
-        gt=0,
-        description="Python's GIL switch interval in worker processes (sys.setswitchinterval); unset: Python's 5 ms.",
+        ge=1,
+        description="Model calls in flight at once in one worker process. With more threads (-c) than slots, a "
+        "thread records its step and leases the next while the others call, so no call slot waits on database "
+        "work. Unset: one per thread.",
     )
-    conductor_queue_first: bool = Field(
-        True,
-        description="Workers take waiting Conductor calls (plans, replans) before other work (Redis broker); "
-        "false: kombu's round robin between queues.",
+    spare_thread_share: float = Field(
+        0.5,
+        ge=0,
+        le=4,
+        description="`conductor worker -c N` runs N model calls at once per process on N x (1 + this) threads: "
+        "the spare threads record a finished step and lease the next while the others call (threads pool).",
     )
     max_in_flight_jobs: int = Field(1000, ge=1, description="Feeder: most jobs queued or running at once.")
     max_queue_depth: int = Field(2000, ge=1, description="Feeder: most messages waiting in the broker's queues.")

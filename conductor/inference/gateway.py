@@ -40,6 +40,7 @@ from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.tools import TOOL_PROVIDER, run_tool
 from conductor.inference import local_backend
 from conductor.inference.call_cache import CallCache, CallCacheMode, cache_key
+from conductor.inference.call_slots import CallSlots, NoSlots
 from conductor.inference.call_span import model_call_span, record_answer
 from conductor.inference.completion import Completion
 from conductor.inference.grammar import behaviour_sampling, takes_grammar
@@ -175,8 +176,12 @@ class Gateway:
         plan_grammar: bool = True,
         cache: CallCache | None = None,
         cache_mode: CallCacheMode = "self-hosted",
+        call_slots: int | None = None,
     ) -> None:
+        """`call_slots`: model calls in flight at once through this gateway (one per process); None: as
+        many as threads call it."""
         self.pool = pool
+        self._call_slots: CallSlots | NoSlots = CallSlots(call_slots) if call_slots else NoSlots()
         self.cache, self.cache_mode = cache, cache_mode
         self.plan_grammar = plan_grammar
         self.max_inline_wait_s = max_inline_wait_s
@@ -406,7 +411,7 @@ class Gateway:
         if spec.provider == TOOL_PROVIDER:
             return self._run_tool(spec, messages, label=label)
         if spec.provider == MCP_PROVIDER:
-            with self.limiter.slot(spec, estimated_tokens=0):
+            with self._call_slots.slot(), self.limiter.slot(spec, estimated_tokens=0):
                 return self.mcp.call(spec, messages, label=label)
         kwargs: dict[str, Any] = {
             "model": spec.model,
@@ -447,7 +452,8 @@ class Gateway:
         estimate = spec.max_tokens + sum(len(str(m.get("content", ""))) for m in messages) // 4
         started = time.perf_counter()
         direct = self._direct is not None and eligible(spec.provider, spec.api_base, spec.reasoning_effort)
-        with self.limiter.slot(spec, estimated_tokens=estimate):
+        conductor = isinstance(spec, ConductorSpec)
+        with self._call_slots.slot(conductor=conductor), self.limiter.slot(spec, estimated_tokens=estimate):
             response = self._direct.completion(kwargs) if direct and self._direct else litellm.completion(**kwargs)
         latency = time.perf_counter() - started
         usage = getattr(response, "usage", None)

@@ -101,9 +101,9 @@ SMOKES: dict[str, Smoke] = {
     ),
     # Every mode: embedded, the cluster with tracing off and on, and a variant of the worker settings.
     "orchestration_overhead.py": Smoke(
-        "--latency 0 --jobs 4 --concurrency 2 --procs 1 --tracing off,on --variant rr:conductor_queue_first=false".split(),
+        "--latency 0 --jobs 4 --concurrency 2 --procs 1 --tracing off,on --variant nospare:spare_thread_share=0".split(),
         marks=(pytest.mark.services,),
-        expect="| (b) Redis+PostgreSQL, 1 worker proc x 2 threads, tracing on, rr |",
+        expect="| (b) Redis+PostgreSQL, 1 worker proc x 2 calls (2 threads), tracing on, nospare |",
     ),
     "retraining_cpu.py": Smoke(setup=_retraining_results, expect="wrote "),
     # Wiring only: the embedded store and broker, two jobs; the figures want the services and 120 jobs.

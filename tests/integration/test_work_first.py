@@ -51,7 +51,26 @@ def test_of_the_steps_a_plan_releases_one_runs_in_the_planning_thread_and_the_jo
         server.stop()
 
 
-def _problem(i: int):
+def _problem(i: int, workflow: str = "fanout"):
     from conductor.domain.problem import Problem
 
-    return Problem(question=f"[wf:fanout] work-first problem {i}")
+    return Problem(question=f"[wf:{workflow}] work-first problem {i}")
+
+
+def test_a_worker_holds_c_model_calls_in_flight_on_more_threads(tmp_path, pg_url, redis_db):
+    """`conductor worker -c 2`: two call slots, and a spare thread (CONDUCTOR_SPARE_THREAD_SHARE 0.5)
+    that records and leases while the others call; never a third call in flight."""
+    server = ScriptedLLMServer(planned_workers(0.3)).start()
+    pool = scripted_pool(server.base_url)
+    env = cluster_env(tmp_path, redis_db, pg_url, write_pool(pool, tmp_path / "pool.yaml"), recursion="false")
+    service = _client(tmp_path, redis_db, pg_url, pool)
+    try:
+        with workers(env, tmp_path, ["w"], queues="conductor,llm,default", concurrency=2):
+            ids = [service.submit(_problem(i, "fanout0"))[0] for i in range(6)]
+            service.wait(ids, timeout=120)
+        with service.sessions() as s:
+            assert set(s.scalars(select(Job.status).where(Job.id.in_(ids)))) == {"done"}
+        assert re.search(r"concurrency:\s+3 \(thread", (tmp_path / "w.log").read_text()), "2 slots + 1 spare thread"
+        assert server.max_in_flight == 2
+    finally:
+        server.stop()
