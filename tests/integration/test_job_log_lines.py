@@ -88,9 +88,14 @@ def test_every_line_written_for_a_job_carries_its_id(tmp_path, pg_url, redis_db)
     with runtime.sessions() as s:
         for job_id in ids:
             rounds = s.scalars(select(Round.id).where(Round.job_id == job_id)).all()
-            # The submitting process started the job (no solve task); the join runs in the thread of
-            # the step that released it (no task of its own): the steps sent are the roots.
-            steps = [st.id for st in s.scalars(select(Step).where(Step.job_id == job_id)) if not st.dependencies]
+            # The submitting process started the job (no solve task); the first root runs in the plan's
+            # thread and the join in the thread of the step that released it (work first: no task of
+            # their own): the steps sent are the other roots.
+            roots = sorted(
+                (st for st in s.scalars(select(Step).where(Step.job_id == job_id)) if not st.dependencies),
+                key=lambda st: st.step_index,
+            )
+            steps = [st.id for st in roots[1:]]
             task_ids |= {f"score-{job_id}": job_id}
             task_ids |= {f"plan-{r}": job_id for r in rounds} | {f"step-{st}": job_id for st in steps}
 
