@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import multiprocessing as mp
 import os
 import sys
@@ -79,9 +78,9 @@ def _serve(delay: float, conn: Any) -> None:
     wall = time.time() - time.monotonic()  # the server stamps calls on the monotonic clock; rows on the wall's
     conn.send(server.base_url)
     while conn.recv() != "stop":  # "calls": the calls since the last ask, as wall-clock spans
-        with server._lock:
-            calls, server.calls[:] = list(server.calls), []
-        conn.send([(c.started + wall, c.ended + wall, c.model.endswith("scripted-conductor")) for c in calls])
+        conn.send(
+            [(c.started + wall, c.ended + wall, c.model.endswith("scripted-conductor")) for c in server.take_calls()]
+        )
     server.stop()
 
 
@@ -196,6 +195,7 @@ def embedded(pool: Any, n: int, concurrency: int, latency: float, served: Served
         slots = _slots("system (embedded)", served, sysm.service, ids, t0, time.time(), concurrency)
     res = Result(mode, n, secs, lat, kinds, cpu_s=cpu)
     res.notes["slots"] = slots
+    res.notes["tag"] = "embedded" + ("" if direct else "-litellm")
     res.idle_overhead_ms = _overhead_ms(idle, idle_kinds, latency)
     return res
 
@@ -297,12 +297,14 @@ def cluster(
     env = cluster_env(home, broker, db, write_pool(pool, home / "pool.yaml"), **extra)
     if tracing:
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = tracing
-    settings = Settings(home=home, broker_url=broker, database_url=db, max_rounds=2, direct_openai=direct)
+    # The variant's settings too: what the workers read, and the thread count `conductor worker` derives.
+    settings = Settings.model_validate(
+        {"home": home, "broker_url": broker, "database_url": db, "max_rounds": 2, "direct_openai": direct, **variant[1]}
+    )
     system = contextlib.ExitStack()
     service = system.enter_context(running_system(settings, pool=pool, worker=False)).service
     threads = max(1, concurrency // procs)  # each worker's -c: its model calls in flight
-    share = float(variant[1].get("spare_thread_share", Settings.model_fields["spare_thread_share"].default))
-    spare = math.ceil(threads * share)
+    all_threads = settings.worker_threads(threads)
     names = [f"b{i}" for i in range(procs)]
     try:
         with workers(env, home, names, concurrency=threads) as running:
@@ -329,7 +331,7 @@ def cluster(
             workers_cpu = cpu() - w0
             client_cpu = time.process_time() - cpu0
             slots = _slots(
-                f"system ({procs} procs x {threads} calls, {threads + spare} threads)",
+                f"system ({procs} procs x {threads} calls, {all_threads} threads)",
                 served,
                 service,
                 ids,
@@ -341,7 +343,7 @@ def cluster(
         system.close()
         admin.dispose()
     res = Result(
-        f"(b) Redis+PostgreSQL, {procs} worker proc x {threads} calls ({threads + spare} threads)"
+        f"(b) Redis+PostgreSQL, {procs} worker proc x {threads} calls ({all_threads} threads)"
         f"{'' if direct else ', litellm'}"
         f"{', tracing on' if tracing else ''}{', ' + variant[0] if variant[0] else ''}",
         n,
@@ -352,6 +354,9 @@ def cluster(
     )
     res.notes["client_cpu_s"] = client_cpu
     res.notes["slots"] = slots
+    res.notes["tag"] = f"{procs}-worker-proc" + "".join(
+        f"-{part}" for part in ("" if direct else "litellm", "tracing" if tracing else "", variant[0]) if part
+    )
     res.notes["timeline"] = timeline
     res.idle_overhead_ms = _overhead_ms(idle, idle_kinds, latency)
     return res
@@ -400,23 +405,14 @@ def _variant(spec: str) -> tuple[str, dict[str, str]]:
     return name, dict(p.split("=", 1) for p in pairs.split(",") if p)
 
 
-def slot_figures(
-    latency: float, rows: list[Result], folder: Path, variant_args: tuple[str, ...] | list[str] = ()
-) -> None:
+def slot_figures(latency: float, rows: list[Result], folder: Path) -> None:
     """Issue 30's figure: calls in flight over time, the direct loop beside each system mode, and
     where the system's idle slots went; and the same as a table."""
     direct = rows[0].notes["slots"]
-    named = [(r.mode, r.notes["slots"]) for r in rows if "slots" in r.notes]
     print(f"\nwhere the slots went ({latency * 1000:.0f} ms calls; share of slot-time, slots x run seconds):\n")
-    print(gap_table(named))
+    print(gap_table([(r.mode, r.notes["slots"]) for r in rows]))
     for r in rows[1:]:
-        if "slots" not in r.notes:
-            continue
-        tag = "embedded" if "embedded" in r.mode else r.mode.split(", ")[1].split(" x")[0].replace(" ", "-")
-        tag += "-litellm" if "litellm" in r.mode else ""
-        tag += "-tracing" if "tracing on" in r.mode else ""
-        tag += "".join(f"-{name}" for name, _ in [_variant(v) for v in variant_args] if r.mode.endswith(name))
-        path = folder / f"in_flight_{latency * 1000:.0f}ms_{tag}.png"
+        path = folder / f"in_flight_{latency * 1000:.0f}ms_{r.notes['tag']}.png"
         title = f"{r.jobs} jobs, {latency * 1000:.0f} ms model calls: {r.mode[4:]} vs the direct loop"
         print(f"(figure: {draw(path, title, direct, r.notes['slots'])})")
     sys.stdout.flush()
@@ -527,7 +523,7 @@ def main() -> None:
                         for variant in variants
                     ]
         report(latency, args.concurrency, rows)
-        slot_figures(latency, rows, Path(args.timeline), args.variant)
+        slot_figures(latency, rows, Path(args.timeline))
         by_latency[latency] = rows
         cl = [r for r in rows if "Redis" in r.mode and "litellm" not in r.mode]
         if len(cl) > 1:

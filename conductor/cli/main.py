@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -319,7 +318,7 @@ def worker(
         threads = slots
         if pool_kind == "threads" and settings.call_slots is None:
             # -c is the model calls in flight; spare threads prepare the next step meanwhile.
-            threads = slots + math.ceil(slots * settings.spare_thread_share)
+            threads = settings.worker_threads(slots)
             settings = settings.model_copy(update={"call_slots": slots})
         celery_app = build_celery_app(settings)
         _warn_if_nobody_scores(celery_app, queues)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import fields
 from pathlib import Path
@@ -239,6 +240,10 @@ class Settings(BaseSettings):
     )
     max_in_flight_jobs: int = Field(1000, ge=1, description="Feeder: most jobs queued or running at once.")
     max_queue_depth: int = Field(2000, ge=1, description="Feeder: most messages waiting in the broker's queues.")
+
+    def worker_threads(self, calls: int) -> int:
+        """Threads of a threads-pool worker that keeps `calls` model calls in flight (`spare_thread_share`)."""
+        return calls + math.ceil(calls * self.spare_thread_share)
 
     @field_validator("webhook_allow", mode="before")
     @classmethod

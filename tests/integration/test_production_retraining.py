@@ -38,6 +38,7 @@ from tests.support.cluster import REPO, Proc, workers
 from tests.support.judge import judge_reply, judge_worker
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
+from tests.support.waiting import ended_cycle, wait_for
 from tests.support.workflows import conductor_reply
 
 pytestmark = pytest.mark.services
@@ -87,16 +88,6 @@ def chat(d: Deployment, key: str, text: str) -> tuple[str, float]:
     return raw.headers["x-conductor-job-id"], time.monotonic() - started
 
 
-def wait_for(what: str, check: Callable[[], object], timeout: float, every: float = 0.5) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
 def cli(d: Deployment, *args: str) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "conductor.cli.main", *args],
@@ -144,17 +135,7 @@ def test_live_traffic_is_explored_judged_trained_on_gated_promoted_and_served(
         with workers(d.env, tmp_path, ["trainer"], queues="train", concurrency=1):
             beat = Proc("beat", ["beat", "-l", "INFO"], d.env, tmp_path / "beat.log")
             try:
-
-                def finished() -> TrainingCycle | None:
-                    with d.runtime.sessions() as s:
-                        row = s.scalar(
-                            select(TrainingCycle).where(TrainingCycle.status.in_(("done", "skipped", "failed")))
-                        )
-                        if row is not None:
-                            s.expunge(row)
-                        return row
-
-                cycle = wait_for("a beat-started cycle to finish", finished, 420, every=1.0)
+                cycle = wait_for("a beat-started cycle to finish", ended_cycle(d.runtime.sessions), 420, every=1.0)
             finally:
                 beat.stop()
         assert isinstance(cycle, TrainingCycle)

@@ -9,20 +9,17 @@ checked where a real cycle trains (`tests/integration/test_production_retraining
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from sqlalchemy import select
 
 from conductor.app.service import JobSpec
 from conductor.domain.problem import Problem
-from conductor.store.models import TrainingCycle
 from tests.conftest import default_script
 from tests.integration.test_cluster import _client
 from tests.reward_pipeline.training.test_health import read_board
 from tests.support.cluster import cluster_env, workers, write_pool
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import ScriptedLLMServer
+from tests.support.waiting import ended_cycle, wait_for
 
 pytestmark = pytest.mark.services
 
@@ -52,17 +49,7 @@ def test_a_cycle_beat_starts_writes_its_point_to_tensorboard(tmp_path, pg_url, r
                 for n in (1, 2)
             ]
             service.wait(jobs, timeout=60)
-            deadline = time.monotonic() + 90
-            cycle = None
-            while cycle is None:
-                assert time.monotonic() < deadline, "beat started no cycle, or it did not end"
-                with service.sessions() as s:
-                    cycle = s.scalar(
-                        select(TrainingCycle).where(TrainingCycle.status.in_(("done", "skipped", "failed")))
-                    )
-                    if cycle is not None:
-                        s.expunge(cycle)
-                time.sleep(0.5)
+            cycle = wait_for("beat to start a cycle that ends", ended_cycle(service.sessions), 90)
     finally:
         server.stop()
 

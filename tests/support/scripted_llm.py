@@ -158,10 +158,15 @@ class ScriptedLLMServer:
         with self._lock:
             return [c for c in self.calls if c.model.startswith(prefix)]
 
-    def forget_calls(self) -> None:
-        """Start counting calls afresh (a server shared by several tests)."""
+    def take_calls(self) -> list[Call]:
+        """The calls recorded so far, and start counting afresh (a server shared by several tests or runs)."""
         with self._lock:
+            taken = list(self.calls)
             self.calls.clear()
+        return taken
+
+    def forget_calls(self) -> None:
+        self.take_calls()
 
 
 class _Server(ThreadingHTTPServer):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -154,17 +154,14 @@ class BatchReader:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             raise InputError("body must be an object with a messages list")
         question = conversation_question([m for m in body["messages"] if isinstance(m, dict)])
-        spec = JobSpec(
-            tenant_id=batch.tenant_id,
-            priority=BATCH_PRIORITY,
-            options={"api": "batch", "model": str(body.get("model") or "conductor")},
-            trace_parent=batch.traceparent,
-        ).with_knob(_effort_of(body), max_usd(body.get("max_usd")))
+        options: dict[str, Any] = {"api": "batch", "model": str(body.get("model") or "conductor")}
         # `response_format`, `tools` and `tool_choice` as the chat route reads them; a field that would
         # change the answer and cannot be honoured (or is unknown) is this line's error, never ignored.
-        answer_format = batch_line_format(body)
-        if answer_format is not None:
-            spec = replace(spec, options={**(spec.options or {}), "answer_format": answer_format.to_options()})
+        if (answer_format := batch_line_format(body)) is not None:
+            options["answer_format"] = answer_format.to_options()
+        spec = JobSpec(
+            tenant_id=batch.tenant_id, priority=BATCH_PRIORITY, options=options, trace_parent=batch.traceparent
+        ).with_knob(_effort_of(body), max_usd(body.get("max_usd")))
         seen.add(custom_id)
         problem = Problem(id=custom_id, question=question, kind="text")
         self.service.check_size(problem)

@@ -52,21 +52,21 @@ def test_a_freed_slot_goes_to_a_waiting_conductor_call_before_earlier_worker_cal
     assert order == ["plan", "step 1", "step 2"]
 
 
-def test_a_thread_arriving_while_others_wait_queues_behind_them():
+def test_a_freed_slot_goes_to_the_thread_that_waited_not_to_one_that_asks_right_after():
     slots, order = CallSlots(1), []
     holder = slots.slot()
     holder.__enter__()
 
-    def run(name: str) -> None:
+    def waited() -> None:
         with slots.slot():
-            order.append(name)
+            order.append("waited")
 
-    first = threading.Thread(target=run, args=("waited",))
+    first = threading.Thread(target=waited)
     first.start()
     time.sleep(0.05)
-    holder.__exit__(None, None, None)  # handed to the waiting thread, not free for a newcomer
-    late = threading.Thread(target=run, args=("arrived later",))
-    late.start()
+    holder.__exit__(None, None, None)
+    # This thread asks at once, before the woken one runs: a semaphore would let it barge in first.
+    with slots.slot():
+        order.append("asked right after")
     first.join()
-    late.join()
-    assert order == ["waited", "arrived later"]
+    assert order == ["waited", "asked right after"]
