@@ -74,8 +74,8 @@ SHIPPED    ?= conductor/config/adapters/smollm2-conductor
 CYCLES     ?= 0
 train-local: model vllm-venv
 	mkdir -p $(TRAIN_HOME) && ln -sfn $(abspath .conductor/models) $(TRAIN_HOME)/models
-	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train warmup --mixed 100 --expressions 200 --replan-share 0.2 \
-		--examples 800 --epochs 1 --lr 1e-3
+	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train warmup --mixed 120 --expressions 200 --replan-share 0.2 \
+		--examples 960 --epochs 1 --lr 1e-3
 	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train online --cycles $(CYCLES) --iterations 2 --problems 6 --samples 8 \
 		--mixed 50 --expressions 100 --lr 2e-4 --report-dir results/train-local
 	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor checkpoints export active --to $(SHIPPED)

@@ -121,6 +121,20 @@ FACTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("What shape has three sides?", "triangle", ("a triangle",)),
     ("What do caterpillars turn into?", "butterflies", ("butterfly", "a butterfly", "moths")),
     ("Which month comes after June?", "July", ()),
+    ("Name the planet closest to the Sun.", "Mercury", ()),
+    ("Which ocean lies between Europe and America?", "Atlantic", ("Atlantic Ocean", "the Atlantic")),
+    ("The Eiffel Tower stands in which city?", "Paris", ()),
+    ("Which country has the city of Sydney?", "Australia", ()),
+    ("Tell me the colour of a ripe tomato.", "red", ()),
+    ("How many wheels does a bicycle have?", "2", ("two",)),
+    ("Name the longest river in Africa.", "Nile", ("the Nile",)),
+    ("Which metal is liquid at room temperature?", "mercury", ()),
+    ("Who was the first person to walk on the Moon?", "Neil Armstrong", ("Armstrong",)),
+    ("In which country are the pyramids of Giza?", "Egypt", ()),
+    ("Which animal has a trunk?", "elephant", ("an elephant", "the elephant")),
+    ("A baby cow is called what?", "calf", ("a calf",)),
+    ("Which gas do humans breathe in to live?", "oxygen", ()),
+    ("Name the season that comes after summer.", "autumn", ("fall",)),
 )
 
 _LETTERS = "aeiourstnlm"
@@ -133,8 +147,37 @@ def _program_answer(program: str) -> str:
     return str(value)
 
 
+def _quote(rng: random.Random, word: str) -> str:
+    # How a word is set off in the question varies, so the Conductor learns to lift it out of any of them.
+    return rng.choice((word, f"'{word}'", f'"{word}"'))
+
+
+#: Letter-count phrasings ({w}: the word, quoted or not; {l}: the letter).
+_LETTER_TEMPLATES = (
+    "How many times does the letter '{l}' appear in the word {w}?",
+    "Count the letter {l} in the word {w}.",
+    "How many {l}'s are in {w}?",
+    "Count how often {l} occurs in {w}.",
+    "The word {w}: how many of its letters are {l}?",
+    "Find the number of occurrences of the letter {l} in {w}.",
+    "How often is the letter {l} used in spelling {w}?",
+    "If you spell {w}, how many times do you write {l}?",
+)
+#: Whole-word counts: (template, program over the bare word).
+_WORD_COUNTS = (
+    ("How many letters does the word {w} have?", "len('{word}')"),
+    ("Count the letters in {w}.", "len('{word}')"),
+    ("How many vowels are in the word {w}?", "sum(c in 'aeiou' for c in '{word}')"),
+    ("Count the vowels (a, e, i, o, u) in {w}.", "sum(c in 'aeiou' for c in '{word}')"),
+)
+
+
 def _letters(rng: random.Random, i: int) -> Problem:
     word = rng.choice(WORDS)
+    if rng.random() < 0.25:
+        template, program = rng.choice(_WORD_COUNTS)
+        q = template.format(w=_quote(rng, word))
+        return _problem("letters", i, q, program.format(word=word), kind="math")
     # Half the questions ask for a letter the word has twice or more where it has one (a model that guesses
     # "1" is then wrong), some for one it lacks: 0 is an answer too.
     repeated = sorted({c for c in word if word.count(c) > 1})
@@ -145,57 +188,127 @@ def _letters(rng: random.Random, i: int) -> Problem:
         letter = rng.choice(word)
     else:
         letter = rng.choice(_LETTERS)
-    form = rng.randrange(3)
-    if form == 0:
-        q = f"How many times does the letter '{letter}' appear in the word '{word}'?"
-    elif form == 1:
-        q = f"Count the letter {letter} in the word {word}."
-    else:
-        q = f"How many {letter}'s are in '{word}'?"
+    q = rng.choice(_LETTER_TEMPLATES).format(l=letter, w=_quote(rng, word))
     program = f"'{word}'.count('{letter}')"
     return _problem("letters", i, q, program, kind="math")
 
 
 def _numbers(rng: random.Random) -> list[int]:
-    return [rng.randint(1, 99) for _ in range(rng.randint(3, 6))]
+    return [rng.randint(1, 130) for _ in range(rng.randint(3, 7))]
+
+
+#: Number-list questions: (templates, program over the list literal ``{xs}``). {shown}: the numbers as written.
+_LIST_QUESTIONS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (
+        (
+            "What is the largest number in this list: {shown}?",
+            "Find the maximum of {shown}.",
+            "Here are some numbers: {shown}. What is the greatest?",
+            "Of {shown}, which number is the highest?",
+        ),
+        "max({xs})",
+    ),
+    (
+        (
+            "What is the smallest number in the list {shown}?",
+            "Find the minimum of {shown}.",
+            "Here are some numbers: {shown}. What is the least?",
+            "Of {shown}, which number is the lowest?",
+        ),
+        "min({xs})",
+    ),
+    (
+        (
+            "What is the sum of the numbers {shown}?",
+            "Compute the total of {shown}.",
+            "What do {shown} add up to?",
+            "Sum these numbers: {shown}.",
+        ),
+        "sum({xs})",
+    ),
+    (
+        ("How many numbers are in the list {shown}?", "Count the numbers in {shown}."),
+        "len({xs})",
+    ),
+    (
+        ("What is the difference between the largest and smallest of {shown}?", "Find the range of {shown}."),
+        "max({xs}) - min({xs})",
+    ),
+    (
+        ("What is the second largest number among {shown}?", "Find the second biggest of {shown}."),
+        "sorted({xs})[-2]",
+    ),
+    (
+        ("How many even numbers are in {shown}?", "Count the even numbers among {shown}."),
+        "len([x for x in {xs} if x % 2 == 0])",
+    ),
+)
+
+
+def _word_list_question(rng: random.Random) -> tuple[str, str]:
+    words = rng.sample(WORDS, rng.randint(3, 5))
+    shown = rng.choice((", ", " ", " / ", "; ")).join(words)
+    quoted = ", ".join(f"'{w}'" for w in words)
+    form = rng.randrange(3)
+    if form == 0:
+        q = rng.choice(("Sort these words alphabetically: {s}.", "Put these words in alphabetical order: {s}."))
+        return q.format(s=shown), f"', '.join(sorted([{quoted}]))"
+    if form == 1:
+        q = rng.choice(
+            ("Alphabetically, which word is first: {s}?", "Of the words {s}, which is earliest in A-Z order?")
+        )
+        return q.format(s=shown), f"min([{quoted}])"
+    q = rng.choice(("Alphabetically, which word is last: {s}?", "Of the words {s}, which is latest in A-Z order?"))
+    return q.format(s=shown), f"max([{quoted}])"
 
 
 def _lists(rng: random.Random, i: int) -> Problem:
-    form = rng.randrange(5)
-    xs = _numbers(rng)
-    shown = ", ".join(map(str, xs))
-    if form == 0:
-        q, program = f"What is the largest number in this list: {shown}?", f"max([{shown}])"
-    elif form == 1:
-        q, program = f"What is the smallest number in the list {shown}?", f"min([{shown}])"
-    elif form == 2:
-        q, program = f"What is the sum of the numbers {shown}?", f"sum([{shown}])"
-    elif form == 3:
-        q, program = f"How many numbers are in the list {shown}?", f"len([{shown}])"
-    else:
-        words = rng.sample(WORDS, rng.randint(3, 4))
-        quoted = ", ".join(f"'{w}'" for w in words)
-        q = f"Sort these words alphabetically: {', '.join(words)}."
-        program = f"', '.join(sorted([{quoted}]))"
+    if rng.random() < 0.25:
+        q, program = _word_list_question(rng)
         return _problem("lists", i, q, program, kind="text")
-    return _problem("lists", i, q, program, kind="math")
+    xs = _numbers(rng)
+    shown = rng.choice((", ", " ", "; ")).join(map(str, xs))
+    templates, program = rng.choice(_LIST_QUESTIONS)
+    q = rng.choice(templates).format(shown=shown)
+    return _problem("lists", i, q, program.format(xs=f"[{', '.join(map(str, xs))}]"), kind="math")
+
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth")
 
 
 def _transform(rng: random.Random, i: int) -> Problem:
-    form = rng.randrange(3)
+    form = rng.randrange(6)
     word = rng.choice(WORDS)
+    w = _quote(rng, word)
     if form == 0:
-        q, program = f"Reverse the word '{word}'.", f"'{word}'[::-1]"
-    elif form == 1:
+        q = rng.choice(("Reverse the word {w}.", "Write {w} in reverse order.", "What is {w} written back to front?"))
+        return _problem("transform", i, q.format(w=w), f"'{word}'[::-1]", kind="text")
+    if form == 1:
         n = rng.randint(1, min(5, len(word)))
-        ordinal = ("first", "second", "third", "fourth", "fifth")[n - 1]
-        q, program = f"What is the {ordinal} letter of the word '{word}'?", f"'{word}'[{n - 1}]"
-    else:
-        words = rng.sample(WORDS, 3)
-        phrase = " ".join(words)
-        q = f"Write the first letter of each word in '{phrase}'."
-        program = f"''.join(w[0] for w in '{phrase}'.split())"
-    return _problem("transform", i, q, program, kind="text")
+        q = rng.choice(("What is the {o} letter of the word {w}?", "Give the {o} letter of {w}."))
+        return _problem("transform", i, q.format(o=_ORDINALS[n - 1], w=w), f"'{word}'[{n - 1}]", kind="text")
+    if form == 2:
+        n = rng.randint(1, 3)
+        if n == 1:
+            q = rng.choice(("Give the final letter of {w}.", "Which letter does {w} end with?"))
+        else:
+            q = rng.choice(("Give the last {n} letters of {w}.", "Which {n} letters does {w} end with?"))
+        return _problem("transform", i, q.format(w=w, n=n), f"'{word}'[-{n}:]", kind="text")
+    if form == 3:
+        n = rng.randint(2, 4)
+        q = rng.choice(("Give the first {n} letters of {w}.", "Which {n} letters does {w} start with?"))
+        return _problem("transform", i, q.format(w=w, n=n), f"'{word}'[:{n}]", kind="text")
+    if form == 4:
+        n = rng.randint(1, 3)
+        q = rng.choice(
+            ("Remove the first {n} letter(s) from {w}. What remains?", "Delete the last {n} letter(s) of {w}.")
+        )
+        program = f"'{word}'[{n}:]" if q.startswith("Remove") else f"'{word}'[:-{n}]"
+        return _problem("transform", i, q.format(w=w, n=n), program, kind="text")
+    words = rng.sample(WORDS, rng.randint(2, 4))
+    phrase = " ".join(words)
+    q = rng.choice(("Write the first letter of each word in '{p}'.", 'Give the initials of "{p}".'))
+    return _problem("transform", i, q.format(p=phrase), f"''.join(w[0] for w in '{phrase}'.split())", kind="text")
 
 
 def _choice(rng: random.Random, i: int) -> Problem:
@@ -214,7 +327,10 @@ def _choice(rng: random.Random, i: int) -> Problem:
     options = [right, *wrong]
     rng.shuffle(options)
     answer = letters[options.index(right)]
-    q = stem + " " + " ".join(f"{letters[k]}) {o}" for k, o in enumerate(options))
+    if rng.random() < 0.5:
+        q = stem + " " + " ".join(f"{letters[k]}) {o}" for k, o in enumerate(options))
+    else:  # options on lines of their own, as exam papers set them
+        q = stem + "\n" + "\n".join(f"({letters[k]}) {o}" for k, o in enumerate(options)) + "\nReply with A, B, C or D."
     return Problem(
         id=f"mix-choice-{i}",
         question=q,
