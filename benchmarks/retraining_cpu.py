@@ -42,8 +42,21 @@ def rows(cycles: list[dict], warmup_gate: dict | None) -> list[dict]:
                 "train_reward": sum(i["train"]["reward_mean"] for i in its) / len(its),
                 **_dev(c["gate"]["candidate"]),
                 "promoted": c["gate"]["passed"],
+                "seconds": cycle_seconds(c),
             }
         )
+    return out
+
+
+def cycle_seconds(cycle: dict) -> dict[str, float]:
+    """Wall seconds of one cycle by phase (summed over its iterations, the gate apart); {} for records written
+    before the loop timed its phases."""
+    out: dict[str, float] = {}
+    for it in cycle["iterations"]:
+        for phase, s in it.get("seconds", {}).items():
+            out[phase] = out.get(phase, 0.0) + s
+    for who, s in cycle["gate"].get("seconds", {}).items():
+        out[f"gate_{who}"] = s
     return out
 
 
@@ -140,6 +153,15 @@ def markdown(table: list[dict], choice: list[dict], unseen: dict) -> str:
             f"| {r['cycle']} | {f(r['train_parse'])} | {f(r['train_reward'])} | {f(r['dev_parse'])} | "
             f"{f(r['dev_accuracy'])} | {r['dev_tokens']:.0f} | {f(r.get('promoted', ''))} |"
         )
+    timed = [r for r in table if r.get("seconds")]
+    if timed:
+        phases = sorted({p for r in timed for p in r["seconds"]})
+        lines += ["", "Where each cycle's time went (wall seconds):", ""]
+        lines += ["| cycle | " + " | ".join(phases) + " | total |", "|---|" + "---|" * (len(phases) + 1)]
+        for r in timed:
+            sec = r["seconds"]
+            cells = " | ".join(f"{sec.get(p, 0.0):.0f}" for p in phases)
+            lines.append(f"| {r['cycle']} | {cells} | {sum(sec.values()):.0f} |")
     lines += [
         "",
         "What each training policy wrote (parsed plans only): plans right/total by number of steps, share of",

@@ -59,3 +59,24 @@ def test_the_figure_is_drawn_for_a_run_without_grpo_cycles(tmp_path):
     report.plot_iterations([], report.iteration_table([], WARMUP_GATE), None, out)
 
     assert out.stat().st_size > 0
+
+
+def test_the_report_says_where_each_cycles_time_went_iterations_summed_and_the_gate_apart():
+    timed = {
+        **CYCLE,
+        "iterations": [
+            {"rollouts": {"reward_mean": 0.3}, "seconds": {"rollouts": 100.0, "train": 20.0}},
+            {"rollouts": {"reward_mean": 0.4}, "seconds": {"rollouts": 80.0, "train": 25.0}},
+        ],
+        "gate": {**CYCLE["gate"], "seconds": {"candidate": 30.0, "active": 28.0}},
+    }
+    gate = {"candidate": {"parse_rate": 1.0, "accuracy": 0.5, "tokens_per_question": 300.0}}
+    timed["gate"]["candidate"] = {**timed["gate"]["candidate"], **gate["candidate"]}
+    timed["iterations"] = [{**it, "train": {"reward_mean": 0.5}} | {"rollouts": {**it["rollouts"], "parse_rate": 1.0}}
+                           for it in timed["iterations"]]  # fmt: skip
+
+    table = report.rows([timed], None)
+    text = report.markdown(table, [], {})
+
+    assert table[0]["seconds"] == {"rollouts": 180.0, "train": 45.0, "gate_candidate": 30.0, "gate_active": 28.0}
+    assert "| 1 | 28 | 30 | 180 | 45 | 283 |" in text

@@ -142,6 +142,9 @@ def test_live_traffic_is_explored_judged_trained_on_gated_promoted_and_served(
         assert (cycle.trigger, cycle.status, cycle.error) == ("beat", "done", None), cycle.stats
         assert cycle.stats["gate"]["passed"], cycle.stats["gate"]
         assert cycle.stats["health"]["reward_by_source"]["judge"]["rows"] == 9
+        # Where the cycle's time went is in its record: reading traces, training, and the gate's two dev runs.
+        assert set(cycle.stats["seconds"]) == {"dataset", "train", "gate_candidate", "gate_active"}
+        assert all(s > 0 for s in cycle.stats["seconds"].values()), cycle.stats["seconds"]
         # The trainer process wrote the cycle to TensorBoard: its point, and one run of its optimizer steps.
         board = read_board(tmp_path / "tensorboard" / "cycles")
         assert board["cycle/status/done"] == [(cycle.id, 1.0)] and board["cycle/gate/passed"] == [(cycle.id, 1.0)]

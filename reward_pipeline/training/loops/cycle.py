@@ -23,6 +23,7 @@ from reward_pipeline.training.gate import GateConfig, PolicyEval, decide
 from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
 from reward_pipeline.training.health import cycle_health, enforce_staleness_cap, record_steps
 from reward_pipeline.training.loops.online import Policy, start_policy
+from reward_pipeline.training.loops.phases import timed
 from reward_pipeline.training.loops.stages import checkpoint_dir
 from reward_pipeline.training.policy import LoraSpec, load_trainable, save_adapter
 from reward_pipeline.training.problems import dev_problems
@@ -109,19 +110,22 @@ def _cycle(
     load_adapter: Any,
 ) -> dict[str, Any]:
     until = datetime.now(UTC)
+    seconds: dict[str, float] = {}
     flt = TraceFilter(
         since=since,
         until=until,
         max_staleness=config.max_staleness,
         train_on_tenant_data=service.settings.train_on_tenant_data,
     )
-    dataset = build_dataset(service.sessions, flt)
+    with timed(seconds, "dataset"):
+        dataset = build_dataset(service.sessions, flt)
     groups, too_stale = enforce_staleness_cap(dataset.groups, config.max_staleness)
     stats: dict[str, Any] = {
         "dataset": dataset.stats(),
         "window": {"since": since, "until": until},
         "staleness_cap": {"max": config.max_staleness, "dropped_rows": too_stale},
         "health": cycle_health(groups, []),
+        "seconds": seconds,
     }
     trainable = [g for g in groups if len({r.reward for r in g}) > 1]
     if len(trainable) < config.min_groups:
@@ -144,7 +148,8 @@ def _cycle(
         log=steps_board.step,
     )
     try:
-        summary = trainer.train(groups)
+        with timed(seconds, "train"):
+            summary = trainer.train(groups)
     finally:
         steps_board.close()
     version = registry.new_id("grpo")
@@ -165,8 +170,10 @@ def _cycle(
         load_adapter(version, path)
     dev = dev_problems(data_dir)[: config.dev_limit]
     rollouts = Rollouts(service)
-    cand = pinned_eval(rollouts, Policy(version, path), dev, f"gate:{version}")
-    active = pinned_eval(rollouts, start, dev, f"gate:{version}:active")
+    with timed(seconds, "gate_candidate"):
+        cand = pinned_eval(rollouts, Policy(version, path), dev, f"gate:{version}")
+    with timed(seconds, "gate_active"):
+        active = pinned_eval(rollouts, start, dev, f"gate:{version}:active")
     decision = decide(cand, active, config.gate)
     registry.record_gate(version, decision)
     if decision["passed"]:

@@ -24,6 +24,7 @@ from reward_pipeline.training.checkpoints import CheckpointView, Registry
 from reward_pipeline.training.dataset import TraceFilter, build_dataset
 from reward_pipeline.training.gate import GateConfig, PolicyEval, decide, evaluate
 from reward_pipeline.training.grpo import OfflineGRPOTrainer
+from reward_pipeline.training.loops.phases import timed
 from reward_pipeline.training.loops.stages import checkpoint_dir, problems_digest
 from reward_pipeline.training.policy import save_adapter
 from reward_pipeline.training.rollouts import Rollouts
@@ -81,16 +82,28 @@ def iteration(
     ctx: LoopContext, policy: Policy, problems: Sequence[Problem], cfg: OnlineConfig, *, name: str
 ) -> tuple[Policy, dict[str, Any]]:
     """Rollouts under `policy`, GRPO on exactly those traces, the new adapter saved as a checkpoint."""
-    ctx.serving.activate(ctx.gateway, policy.version, policy.adapter, temperature=cfg.train_temperature)
-    batch = ctx.rollouts.run(problems, samples=cfg.samples, options={"train": name})
+    seconds: dict[str, float] = {}
+    with timed(seconds, "serve_adapter"):
+        ctx.serving.activate(ctx.gateway, policy.version, policy.adapter, temperature=cfg.train_temperature)
+    with timed(seconds, "rollouts"):
+        batch = ctx.rollouts.run(problems, samples=cfg.samples, options={"train": name})
     service = ctx.rollouts.service
     flt = TraceFilter(job_ids=frozenset(batch.job_ids), train_on_tenant_data=service.settings.train_on_tenant_data)
-    dataset = build_dataset(service.sessions, flt)
-    summary = ctx.trainer.train(dataset.groups)
+    with timed(seconds, "dataset"):
+        dataset = build_dataset(service.sessions, flt)
+    with timed(seconds, "train"):
+        summary = ctx.trainer.train(dataset.groups)
     version = ctx.registry.new_id("grpo")
-    out = save_adapter(ctx.trainer.model, ctx.trainer.tokenizer, checkpoint_dir(ctx.home, version))
+    with timed(seconds, "save"):
+        out = save_adapter(ctx.trainer.model, ctx.trainer.tokenizer, checkpoint_dir(ctx.home, version))
     steps = summary.pop("steps")
-    metrics = {"rollouts": batch.as_dict(), "dataset": dataset.stats(), "train": summary, "train_steps": steps}
+    metrics = {
+        "rollouts": batch.as_dict(),
+        "dataset": dataset.stats(),
+        "train": summary,
+        "train_steps": steps,
+        "seconds": seconds,
+    }
     ctx.registry.add(
         id=version,
         parent_id=policy.version if policy.adapter else None,
@@ -113,9 +126,12 @@ def iteration(
 def gate_and_promote(
     ctx: GateContext, candidate: Policy, active: Policy, dev: Sequence[Problem], cfg: OnlineConfig
 ) -> dict[str, Any]:
-    cand = _evaluate(ctx, candidate, dev, cfg, tag=f"gate:{candidate.version}")
-    base = _evaluate(ctx, active, dev, cfg, tag=f"gate:{candidate.version}:active")
-    decision = {**decide(cand, base, cfg.gate), "decided_at": datetime.now(UTC).isoformat()}
+    seconds: dict[str, float] = {}
+    with timed(seconds, "candidate"):
+        cand = _evaluate(ctx, candidate, dev, cfg, tag=f"gate:{candidate.version}")
+    with timed(seconds, "active"):
+        base = _evaluate(ctx, active, dev, cfg, tag=f"gate:{candidate.version}:active")
+    decision = {**decide(cand, base, cfg.gate), "decided_at": datetime.now(UTC).isoformat(), "seconds": seconds}
     ctx.registry.record_gate(candidate.version, decision)
     if decision["passed"]:
         ctx.registry.promote(candidate.version)

@@ -175,6 +175,9 @@ def test_the_warmup_gate_needs_no_trainer_and_promotes_a_candidate_that_passes(t
     assert start.version == "warm-1" and serving.active == ["warm-1", "base"]
     assert registry.active().id == "warm-1"
     assert [e["event"] for e in events] == ["gate"] and events[0]["passed"]
+    # Where the gate's time went is recorded with its decision: the candidate's dev run and the active one's.
+    assert set(events[0]["seconds"]) == {"candidate", "active"}
+    assert all(s >= 0 for s in events[0]["seconds"].values())
 
 
 def _workers_script(model: str, messages: list[dict], body: dict) -> Reply:
