@@ -28,7 +28,7 @@ from tests.support.scripted_llm import Reply, ScriptedLLMServer
 from tests.support.workflows import conductor_reply
 
 FINISH_AUDIT_SQL = """
-CREATE TABLE IF NOT EXISTS partition_finishes (step_id integer, holder text, at timestamptz DEFAULT clock_timestamp());
+CREATE TABLE IF NOT EXISTS partition_finishes (step_id bigint, holder text, at timestamptz DEFAULT clock_timestamp());
 CREATE OR REPLACE FUNCTION partition_audit_finish() RETURNS trigger AS $$
 BEGIN
   IF NEW.finished_at IS NOT NULL AND OLD.finished_at IS NULL THEN
