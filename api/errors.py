@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import kombu.exceptions
+import redis.exceptions
+import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -30,6 +34,21 @@ STATUS: list[tuple[type[ConductorError], int, str]] = [
 ]
 
 
+log = logging.getLogger(__name__)
+
+#: A link to PostgreSQL or Redis that failed or timed out (a partition, a restart, a full pool):
+#: 503 with Retry-After, the client's cue to try again, never a bare 500.
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    sqlalchemy.exc.OperationalError,  # connect timeout, a connection lost mid-statement (libpq)
+    sqlalchemy.exc.InterfaceError,
+    sqlalchemy.exc.TimeoutError,  # no pooled connection came free in time
+    kombu.exceptions.OperationalError,  # the broker unreachable for a publish
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+)
+RETRY_AFTER_S = 5
+
+
 class AuthError(Exception):
     """No key, an unknown, revoked or expired key (401), or a key without the scope (403)."""
 
@@ -48,6 +67,22 @@ def install(app: FastAPI) -> None:
         status, kind = next(((s, k) for t, s, k in STATUS if isinstance(exc, t)), (500, "server_error"))
         headers = {"Retry-After": str(int(exc.retry_after + 0.999))} if isinstance(exc, QuotaExceeded) else None
         return JSONResponse(error_body(str(exc), kind), status_code=status, headers=headers)
+
+    async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+        # The driver's message names hosts and ports: logged here, never sent to the client.
+        log.warning("%s %s: a store or broker link failed: %r", request.method, request.url.path, exc)
+        return JSONResponse(
+            error_body(
+                "the service's database or queue did not answer in time; retry the request shortly",
+                "server_error",
+                code="service_unavailable",
+            ),
+            status_code=503,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
+
+    for kind in UNAVAILABLE:
+        app.add_exception_handler(kind, _unavailable)
 
     @app.exception_handler(AuthError)
     async def _auth(_: Request, exc: AuthError) -> JSONResponse:

@@ -1,9 +1,13 @@
 """Hosts that lose each other: two worker hosts (network namespaces on a private bridge, beat on
-the first) on a private Redis and PostgreSQL, while a seeded driver cuts a host from Redis, cuts
-a host from PostgreSQL (silent DROPs longer than the step lease), kills a whole host and brings it
-back. Prints, per fault, how long until the host finished a step again and until the cluster's
-throughput recovered, and asserts: every job done or failed with a reason, 0 lost, 0 step outputs
-written twice, no hung worker. Needs root, iproute2 and nftables.
+the first) and an API host (`conductor api`) on a private Redis and PostgreSQL, while a seeded
+driver cuts a host from Redis, cuts a host from PostgreSQL (silent DROPs longer than the step
+lease), kills a whole host and brings it back, and, beside those, cuts the API host from
+PostgreSQL, from Redis, and from its client, each in the middle of a Batch API upload. Prints, per
+fault, how long until the host finished a step again and until the cluster's throughput recovered
+(the API faults: what the client saw, and how long until the API served again and a retried upload
+and batch succeeded), and asserts: every job done or failed with a reason, 0 lost, 0 step outputs
+written twice, no hung worker, nothing half-uploaded left usable, every API batch line ended. Needs
+root, iproute2 and nftables.
 
     python benchmarks/partitions.py --problems 200 --seed 7
     python benchmarks/partitions.py --problems 200 --shipped-links   # the default timeouts, not CI's
@@ -32,7 +36,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--in-flight", type=int, default=8, help="Jobs the feeder keeps running at once.")
     ap.add_argument("--threads", type=int, default=4, help="Threads of each host's worker.")
-    ap.add_argument("--faults", type=int, default=3, choices=range(4), help="How many of the three faults to run.")
+    ap.add_argument(
+        "--faults", type=int, default=6, choices=range(7), help="How many of the six faults (a seeded shuffle) to run."
+    )
     ap.add_argument("--partition", type=float, default=15.0, help="Seconds each partition lasts.")
     ap.add_argument("--delay", type=float, default=2.0, help="Seconds each worker model call takes.")
     ap.add_argument("--shipped-links", action="store_true", help="The default connection timeouts, not CI's.")
@@ -55,7 +61,7 @@ def main() -> None:
         links={} if args.shipped_links else None,
         timeout_s=args.timeout,
     )
-    print(f"\n## partitions, seed {args.seed}, {args.problems} problems, 2 hosts (beat on h1)\n")
+    print(f"\n## partitions, seed {args.seed}, {args.problems} problems, 2 worker hosts (beat on h1) and an API host\n")
     print(summary.render())
     if not summary.ok:
         print(worker_logs(work))

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import (
     ARRAY,
+    BigInteger,
     Integer,
     Select,
     Update,
@@ -48,7 +49,7 @@ def among(column: Any, name: str, postgres: bool) -> Any:
     """`column IN :name`: on PostgreSQL `= ANY(:name)`, one bound array (an expanding IN list is
     rendered anew on every execution)."""
     if postgres:
-        return column == any_(bindparam(name, type_=ARRAY(Integer)))
+        return column == any_(bindparam(name, type_=ARRAY(BigInteger)))
     return column.in_(bindparam(name, expanding=True))
 
 

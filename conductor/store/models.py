@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -28,6 +29,13 @@ from sqlalchemy.types import TypeDecorator
 from conductor.domain.states import BatchStatus, ChainStatus, JobStatus, ParseStatus, RoundKind, RoundStatus, StepStatus
 
 E = TypeVar("E", bound=StrEnum)
+
+
+#: The key of a high-volume table (chains, rounds, steps, rewards, judgements, webhook attempts) and
+#: every column pointing at one: BIGINT on PostgreSQL, where a 32-bit key runs out after ~2.1 billion
+#: rows (a few months of steps at full load); plain INTEGER on SQLite, whose INTEGER PRIMARY KEY is
+#: already 64 bits and only autoincrements when spelled exactly so (migration 0012).
+BigId = BigInteger().with_variant(Integer, "sqlite")
 
 
 def utcnow() -> datetime:
@@ -175,7 +183,7 @@ class Job(Base):
     cached_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     saved_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     answer: Mapped[str | None] = mapped_column(Text)
-    answer_chain_id: Mapped[int | None] = mapped_column(Integer)
+    answer_chain_id: Mapped[int | None] = mapped_column(BigId)
     error: Mapped[str | None] = mapped_column(Text)
     webhook_url: Mapped[str | None] = mapped_column(Text)
     # An exploration job: extra Conductor samples for the user job named here, judged as one group with it.
@@ -201,10 +209,10 @@ class Chain(Base):
 
     __tablename__ = "chains"
     __table_args__ = (UniqueConstraint("job_id", "sample_index", "parent_step_id", name="uq_chain"),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
     sample_index: Mapped[int] = mapped_column(Integer, default=0)
-    parent_step_id: Mapped[int | None] = mapped_column(ForeignKey("steps.id", use_alter=True), unique=True)
+    parent_step_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("steps.id", use_alter=True), unique=True)
     depth: Mapped[int] = mapped_column(Integer, default=0)
     question: Mapped[str] = mapped_column(Text)
     status: Mapped[ChainStatus] = mapped_column(State(ChainStatus), default=ChainStatus.RUNNING)
@@ -223,8 +231,8 @@ class Round(Base):
 
     __tablename__ = "rounds"
     __table_args__ = (UniqueConstraint("chain_id", "round_index", name="uq_round"),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    chain_id: Mapped[int] = mapped_column(ForeignKey("chains.id"), index=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    chain_id: Mapped[int] = mapped_column(BigId, ForeignKey("chains.id"), index=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
     round_index: Mapped[int] = mapped_column(Integer)
     kind: Mapped[RoundKind] = mapped_column(State(RoundKind, 16))
@@ -263,8 +271,8 @@ class Round(Base):
 class Step(Base):
     __tablename__ = "steps"
     __table_args__ = (UniqueConstraint("round_id", "step_index", name="uq_step"), Index("ix_steps_status", "status"))
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.id"), index=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    round_id: Mapped[int] = mapped_column(BigId, ForeignKey("rounds.id"), index=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
     step_index: Mapped[int] = mapped_column(Integer)
     worker_index: Mapped[int] = mapped_column(Integer)
@@ -297,10 +305,10 @@ class Step(Base):
 
 class Reward(Base):
     __tablename__ = "rewards"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
-    chain_id: Mapped[int | None] = mapped_column(ForeignKey("chains.id"), index=True)
-    round_id: Mapped[int | None] = mapped_column(ForeignKey("rounds.id"), index=True)
+    chain_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("chains.id"), index=True)
+    round_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("rounds.id"), index=True)
     value: Mapped[float] = mapped_column(Float)
     correct: Mapped[bool | None] = mapped_column(Boolean)
     verifier: Mapped[str] = mapped_column(String(64))
@@ -320,7 +328,7 @@ class Judgement(Base):
     """
 
     __tablename__ = "judgements"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)  # the user's job: the group's key
     tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
     status: Mapped[str] = mapped_column(String(16), index=True)  # ok | failed
@@ -401,7 +409,7 @@ class WebhookDelivery(Base):
 
 class WebhookAttempt(Base):
     __tablename__ = "webhook_attempts"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     delivery_id: Mapped[str] = mapped_column(ForeignKey("webhook_deliveries.id"), index=True)
     attempt: Mapped[int] = mapped_column(Integer)
     status_code: Mapped[int | None] = mapped_column(Integer)

@@ -190,7 +190,7 @@ class FaultyProvider:
 
 
 AUDIT_SQL = """
-CREATE TABLE IF NOT EXISTS chaos_output_writes (step_id integer, at timestamptz DEFAULT now());
+CREATE TABLE IF NOT EXISTS chaos_output_writes (step_id bigint, at timestamptz DEFAULT now());
 CREATE OR REPLACE FUNCTION chaos_audit_output() RETURNS trigger AS $$
 BEGIN
   IF NEW.output IS NOT NULL AND NEW.output IS DISTINCT FROM OLD.output THEN

@@ -61,6 +61,7 @@ class Hosts:
     tag: str = field(default_factory=lambda: f"c{os.getpid() % 100000}")
     prefix: str = ""
     cut_ports: dict[str, set[int]] = field(default_factory=dict)
+    cut_served: dict[str, set[int]] = field(default_factory=dict)
 
     @property
     def bridge(self) -> str:
@@ -113,17 +114,32 @@ class Hosts:
         self.cut_ports.setdefault(host, set()).add(port)
         self._apply(host)
 
+    def cut_clients(self, host: str, port: int) -> None:
+        """Silently drop the traffic between `host`'s own `port` (a server it runs) and clients on the
+        infra side (the test process): those clients see a silent server, the server silent clients."""
+        self.cut_served.setdefault(host, set()).add(port)
+        self._apply(host)
+
     def heal(self, host: str) -> None:
         self.cut_ports.pop(host, None)
+        self.cut_served.pop(host, None)
         self._apply(host)
 
     def _apply(self, host: str) -> None:
         ns = self.netns(host)
         _sh("ip", "netns", "exec", ns, _tool("nft"), "delete", "table", "inet", _TABLE, check=False)
-        ports = sorted(self.cut_ports.get(host, ()))
-        if not ports:
+        ports, served = sorted(self.cut_ports.get(host, ())), sorted(self.cut_served.get(host, ()))
+        if not ports and not served:
             return
-        rules = ", ".join(str(p) for p in ports)
+        out, into = [], []
+        if ports:
+            rules = ", ".join(str(p) for p in ports)
+            out.append(f"ip daddr {self.infra} tcp dport {{ {rules} }} drop;")
+            into.append(f"ip saddr {self.infra} tcp sport {{ {rules} }} drop;")
+        if served:
+            rules = ", ".join(str(p) for p in served)
+            out.append(f"ip daddr {self.infra} tcp sport {{ {rules} }} drop;")
+            into.append(f"ip saddr {self.infra} tcp dport {{ {rules} }} drop;")
         _sh(
             "ip",
             "netns",
@@ -133,8 +149,8 @@ class Hosts:
             "-f",
             "-",
             input=f"""table inet {_TABLE} {{
-  chain out {{ type filter hook output priority 0; ip daddr {self.infra} tcp dport {{ {rules} }} drop; }}
-  chain in {{ type filter hook input priority 0; ip saddr {self.infra} tcp sport {{ {rules} }} drop; }}
+  chain out {{ type filter hook output priority 0; {" ".join(out)} }}
+  chain in {{ type filter hook input priority 0; {" ".join(into)} }}
 }}
 """,
         )

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from tests.support.api_partition import ApiFault, render_api
 from tests.support.chaos_report import ChaosSummary
 
 #: Throughput counts as recovered once a window of this many seconds after the heal finishes at
@@ -46,14 +47,20 @@ class Fault:
 class PartitionSummary(ChaosSummary):
     faults_timed: list[Fault] = field(default_factory=list)
     links: dict[str, str] = field(default_factory=dict)
+    api_faults: list[ApiFault] = field(default_factory=list)
+    api_problems: list[str] = field(default_factory=list)
 
     @property
     def hosts_resumed(self) -> bool:
         return all(f.host_consumes_s is not None for f in self.faults_timed)
 
     @property
+    def api_ok(self) -> bool:
+        return not self.api_problems and all(f.ok for f in self.api_faults)
+
+    @property
     def ok(self) -> bool:
-        return super().ok and self.hosts_resumed
+        return super().ok and self.hosts_resumed and self.api_ok
 
     def render(self) -> str:
         table = [
@@ -63,7 +70,8 @@ class PartitionSummary(ChaosSummary):
             *(f.render() for f in self.faults_timed),
         ]
         knobs = ", ".join(f"{k}={v}" for k, v in self.links.items())
-        return "\n".join([*table, f"links: {knobs}", super().render()])
+        api = [render_api(self.api_faults, self.api_problems)] if self.api_faults or self.api_problems else []
+        return "\n".join([*table, *api, f"links: {knobs}", super().render()])
 
 
 RECEIVED = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}):.*Task \S+\[\S+\] received", re.M)

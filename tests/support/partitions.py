@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.support.api_partition import API_FAULTS, API_HOST, ApiClient, ApiPartitions, boot_api
 from tests.support.chaos import AUDIT_SQL, KINDS, PrivatePostgres, PrivateRedis
 from tests.support.chaos_report import count_messages, queue_length, tally
 from tests.support.hosts import Hosts
@@ -28,7 +29,7 @@ from tests.support.scripted_llm import Reply, ScriptedLLMServer
 from tests.support.workflows import conductor_reply
 
 FINISH_AUDIT_SQL = """
-CREATE TABLE IF NOT EXISTS partition_finishes (step_id integer, holder text, at timestamptz DEFAULT clock_timestamp());
+CREATE TABLE IF NOT EXISTS partition_finishes (step_id bigint, holder text, at timestamptz DEFAULT clock_timestamp());
 CREATE OR REPLACE FUNCTION partition_audit_finish() RETURNS trigger AS $$
 BEGIN
   IF NEW.finished_at IS NOT NULL AND OLD.finished_at IS NULL THEN
@@ -62,6 +63,7 @@ FAST_LINKS = {
     "pg_idle_in_transaction_timeout_s": "5",
 }
 HOSTS = ["h1", "h2"]
+API_PORT = 8100  #: where `conductor api` listens on its own host
 QUEUES = "conductor,llm,reward,default"
 
 
@@ -72,6 +74,28 @@ def _script(delay_s: float) -> Any:
         return Reply(f"{model.rsplit('-', 1)[-1]} did <{messages[-1]['content'][:30]}>", delay_s=delay_s)
 
     return script
+
+
+def _problems_file(src: Path, problems: int, rng: random.Random) -> Path:
+    with src.open("w") as fh:
+        for i in range(problems):
+            kind = KINDS[rng.randrange(len(KINDS))]
+            fh.write(json.dumps({"id": f"p{i}", "question": f"[wf:{kind}] partition problem {i}"}) + "\n")
+    return src
+
+
+def _plan(rng: random.Random, faults: int) -> tuple[list[Fault], list[str]]:
+    """The first `faults` of the six in a seeded order: the worker hosts' (run one after another as
+    the batch progresses), and the API host's (`API_FAULTS`, run beside them)."""
+    chosen: list[Fault | str] = [
+        Fault("redis", rng.choice(HOSTS)),
+        Fault("postgres", rng.choice(HOSTS)),
+        Fault("kill", rng.choice(HOSTS)),
+        *API_FAULTS,
+    ]
+    rng.shuffle(chosen)
+    chosen = chosen[:faults]
+    return [f for f in chosen if isinstance(f, Fault)], [f for f in chosen if isinstance(f, str)]
 
 
 def _kill_and_restart(hosts: Hosts, host: str, procs: dict[str, list[Any]], boot: Any, down_s: float) -> str:
@@ -120,7 +144,7 @@ def run_partitions(
     seed: int = 1,
     threads: int = 4,
     in_flight: int = 6,
-    faults: int = 3,
+    faults: int = 6,
     partition_s: float = 15.0,
     down_s: float = 5.0,
     settle_s: float = 8.0,
@@ -131,6 +155,7 @@ def run_partitions(
 ) -> PartitionSummary:
     from sqlalchemy import text
 
+    from conductor.app.tenants import create_key
     from conductor.config.settings import Settings
     from conductor.runtime import Runtime
     from conductor.system import service_for
@@ -142,9 +167,9 @@ def run_partitions(
     rng = random.Random(seed)
     links = FAST_LINKS if links is None else links
     summary = PartitionSummary(submitted=problems, links=dict(links))
-    procs: dict[str, list[Proc]] = {h: [] for h in HOSTS}
+    procs: dict[str, list[Proc]] = {h: [] for h in [*HOSTS, API_HOST]}
     runtime: Runtime | None = None
-    with Hosts(HOSTS, seed=seed) as hosts:
+    with Hosts([*HOSTS, API_HOST], seed=seed) as hosts:
         provider = ScriptedLLMServer(_script(delay_s), host=hosts.infra).start()
         redis_srv, pg = PrivateRedis(also_on=hosts.infra), PrivatePostgres(also_on=hosts.infra)
         redis_srv.start()
@@ -184,20 +209,17 @@ def run_partitions(
             supervisor = BeatSupervisor(procs[HOSTS[0]], lambda n: work / f"{HOSTS[0]}.{lives[HOSTS[0]]}.beat.{n}.log")
             guard = supervisor.guard
 
-            src = work / "problems.jsonl"
-            with src.open("w") as fh:
-                for i in range(problems):
-                    kind = KINDS[rng.randrange(len(KINDS))]
-                    fh.write(json.dumps({"id": f"p{i}", "question": f"[wf:{kind}] partition problem {i}"}) + "\n")
-            plan = [
-                Fault("redis", rng.choice(HOSTS)),
-                Fault("postgres", rng.choice(HOSTS)),
-                Fault("kill", rng.choice(HOSTS)),
-            ]
-            rng.shuffle(plan)
-            plan = plan[:faults]
+            src = _problems_file(work / "problems.jsonl", problems, rng)
+            plan, api_plan = _plan(rng, faults)
+            key, tenant_id = create_key(runtime.sessions, "partitions")
+            client = ApiClient(f"http://{hosts.address(API_HOST)}:{API_PORT}", key)
+            api = ApiPartitions(hosts, {"api": API_PORT, "redis": redis_srv.port, "postgres": pg.port}, client, log)
+            if api_plan:
+                procs[API_HOST] = [boot_api(hosts, env, work, API_PORT)]
             started, wall_start = time.monotonic(), time.time()
             batch_id = service.submit_batch(src, keep_ids=False).batch_id
+
+            api_thread = api.start(api_plan, settle_s, partition_s, summary.events, wall_start)
 
             def progress() -> int:
                 done, _total = service.batch_progress(batch_id)
@@ -230,6 +252,8 @@ def run_partitions(
                 service.wait_batch(batch_id, timeout=max(1.0, deadline - time.monotonic()), poll_s=0.5)
             except TimeoutError as exc:
                 summary.events.append(f"gave up waiting: {exc}")
+            api_thread.join(max(1.0, deadline - time.monotonic()))
+            api.wait_batches(deadline)
             summary.seconds = time.monotonic() - started
             if restarts := supervisor.stop():
                 summary.events.append(f"beat restarted {restarts} times (the killed beat's lock had to expire)")
@@ -245,6 +269,9 @@ def run_partitions(
             for fault in plan:
                 measure(fault, finishes, received(work, fault.host))
             summary.faults_timed = plan
+            api.audit(runtime.sessions, tenant_id, work / "files")
+            summary.api_faults, summary.api_problems = api.faults, api.problems
+            client.close()
             count_messages(summary, work, faults_ended, left_in_queue=queue_length(redis_srv.url, "llm"))
             summary.model_calls = len(provider.calls)
             return summary

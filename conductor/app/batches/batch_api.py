@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 import secrets
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ from conductor.domain.states import TERMINAL_JOB_VALUES, BatchStatus, JobStatus
 from conductor.domain.text import flaw
 from conductor.engine.cancel import cancel_jobs
 from conductor.store.models import Batch, File, Job, utcnow
+
+log = logging.getLogger(__name__)
 
 ENDPOINT = "/v1/chat/completions"
 READ, FINALIZE = "read", "finalize"
@@ -69,6 +72,23 @@ class Batches:
         file_id = "file-" + secrets.token_hex(12)
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / file_id
+        try:
+            size = self._store_upload(path, chunks, purpose)
+            row = File(
+                id=file_id, tenant_id=tenant_id, purpose=purpose, filename=filename[:300], bytes=size, path=str(path)
+            )
+            with self.sessions.begin() as s:
+                s.add(row)
+        except BaseException:
+            # Too many lines, the client gone mid-upload, or the store unreachable for the row: no
+            # bytes stay behind without their row. (A commit whose answer was lost may have stored
+            # the row all the same; `create` refuses such a file, its bytes being gone.)
+            path.unlink(missing_ok=True)
+            raise
+        return row
+
+    def _store_upload(self, path: Path, chunks: Iterable[bytes], purpose: str) -> int:
+        """Copy the upload to `path`; its size in bytes."""
         size = lines = 0
         last = b"\n"
         with path.open("wb") as fh:
@@ -80,16 +100,10 @@ class Batches:
         lines += last != b"\n"  # a last line without its newline
         limit = self.service.settings.max_batch_lines
         if purpose == "batch" and lines > limit:
-            path.unlink()
             raise InputError(
                 f"a batch input file may hold at most {limit} lines (CONDUCTOR_MAX_BATCH_LINES); this one holds {lines}"
             )
-        row = File(
-            id=file_id, tenant_id=tenant_id, purpose=purpose, filename=filename[:300], bytes=size, path=str(path)
-        )
-        with self.sessions.begin() as s:
-            s.add(row)
-        return row
+        return size
 
     def file(self, tenant_id: str, file_id: str) -> File:
         with self.sessions() as s:
@@ -102,6 +116,8 @@ class Batches:
         src = self.file(tenant_id, input_file_id)
         if src.purpose != "batch":
             raise InputError(f"file {input_file_id} has purpose {src.purpose!r}, not 'batch'")
+        if not Path(src.path).exists():
+            raise NotFound(f"file {input_file_id} was not stored completely; upload it again")
         check_quota(self.sessions, tenant_id)
         t = utcnow()
         batch = Batch(
@@ -123,7 +139,15 @@ class Batches:
         if self.send is not None:
             # Lost before a worker takes it (this process killed now, the broker away)? Beat's
             # sweep sends it again once overdue: the batch row says what is left to do.
-            self.send(READ, batch.id)
+            try:
+                self.send(READ, batch.id)
+            except Exception:
+                # The broker did not take it (a partition, a restart). The batch is stored, so the
+                # client is told it was created, as it was: an error here would have it create the
+                # batch a second time. The sweep sends the read once `ready_grace_s` has passed.
+                log.warning(
+                    "batch %s: its read was not sent now; the batch sweep will send it", batch.id, exc_info=True
+                )
         return batch
 
     def ingest(self, batch_id: str) -> bool:
