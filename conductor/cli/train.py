@@ -193,6 +193,7 @@ def _mixed_warmup(
             provenance=provenance,
             log=_print_event,
             recorded=load_trials(trials) if trials is not None else None,
+            release=stack.close,
         )
 
 

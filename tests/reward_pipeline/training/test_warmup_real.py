@@ -84,6 +84,7 @@ def test_the_route_warmup_trains_the_routes_that_earned_reward_and_records_its_t
         update={"workers": [w if w.is_tool else w.model_copy(update={"max_tokens": 24}) for w in POOL.workers]}
     )
     registry = Registry(Runtime(make_settings(tmp_path)).sessions)
+    released: list[int] = []
     view = route_warmup_stage(
         registry=registry,
         pool=pool,
@@ -96,8 +97,11 @@ def test_the_route_warmup_trains_the_routes_that_earned_reward_and_records_its_t
         max_steps=3,
         replan_share=0.25,
         log=lambda event: None,
+        # what served the trials is let go once, before training (it counts the trials run by then)
+        release=lambda: released.append(len(list(tmp_path.glob("checkpoints/*/route_trials.jsonl")))),
     )
 
+    assert released == [0]
     assert view.status == "candidate" and view.config["curriculum"] == "mixed"
     stats = view.metrics["route_trials"]
     assert stats["problems"] == 12 and stats["solved_by_some_route"] >= 6  # every program route is right
