@@ -1,6 +1,6 @@
 # One command to run the main job on the embedded default, one to set up and pass the tests.
 #   make demo   -> venv, install, default local model, 12 held-out mixed problems through the pipeline
-#   make test   -> venv, install, services, the whole suite (core, then the vLLM stage)
+#   make test   -> venv, install, services, the whole suite (core, then the vLLM and Phoenix stages)
 
 PYTHON ?= python3.11
 VENV   := .venv
@@ -10,7 +10,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup model demo services test test-core test-vllm vllm-venv lint bench train-local clean
+.PHONY: setup model demo services test test-core test-vllm vllm-venv test-phoenix phoenix-venv lint bench train-local clean
 
 setup: $(VENV)/.installed
 
@@ -42,18 +42,27 @@ demo: model
 services:
 	scripts/ensure_services.sh
 
-test: lint test-core test-vllm
+test: lint test-core test-vllm test-phoenix
 
 # One test process per core, up to four (pytest-xdist, a file per process at a time): most of the core
 # suite waits on worker processes and services, not on the CPU. The vLLM stage runs one server at a time.
 test-core: model services
-	$(BIN)/python -m pytest -m "not vllm" -q --durations=25 -n auto --maxprocesses 4 --dist loadfile
+	$(BIN)/python -m pytest -m "not vllm and not phoenix" -q --durations=25 -n auto --maxprocesses 4 --dist loadfile
 
 vllm-venv:
 	scripts/setup_vllm_venv.sh
 
 test-vllm: model vllm-venv
 	CONDUCTOR_TEST_REQUIRE_VLLM=1 $(BIN)/python -m pytest -m vllm -q --durations=10
+
+# A job's trace checked in Arize Phoenix, a real OTLP receiver (tests/integration/test_phoenix_trace.py):
+# Phoenix in a venv of its own (it pins its own stack), the test in a process of its own (OpenTelemetry keeps
+# the first tracer provider a process installs, and the core suite's tracing tests install theirs).
+phoenix-venv:
+	scripts/setup_phoenix_venv.sh
+
+test-phoenix: setup services phoenix-venv
+	CONDUCTOR_TEST_REQUIRE_PHOENIX=1 $(BIN)/python -m pytest -m phoenix -q --durations=5
 
 lint: setup
 	$(BIN)/ruff check conductor tasks reward_pipeline schedulers api tests benchmarks
@@ -94,4 +103,4 @@ bench: model services vllm-venv
 	$(BIN)/python benchmarks/local_inference.py
 
 clean:
-	rm -rf $(VENV) .venv-vllm .conductor results
+	rm -rf $(VENV) .venv-vllm .venv-phoenix .conductor results

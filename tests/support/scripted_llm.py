@@ -50,6 +50,12 @@ def fake_token_ids(text: str, vocab: int = 50000) -> list[int]:
     return [sum(map(ord, piece)) % vocab + 1 for piece in text.split(" ")] if text else []
 
 
+def usage(content: str, vocab: int = 50000) -> dict[str, int]:
+    """The `usage` the server reports for an answer: 10 prompt tokens, one completion token per piece."""
+    completion = max(1, len(fake_token_ids(content, vocab)))
+    return {"prompt_tokens": 10, "completion_tokens": completion, "total_tokens": 10 + completion}
+
+
 class ScriptedLLMServer:
     def __init__(
         self, script: Script, *, prompt_token_ids: bool = False, vocab: int = 50000, host: str = "127.0.0.1"
@@ -203,7 +209,7 @@ def _completion(
         "created": int(time.time()),
         "model": model,
         "choices": [choice],
-        "usage": {"prompt_tokens": 10, "completion_tokens": max(1, len(ids)), "total_tokens": 10 + max(1, len(ids))},
+        "usage": usage(content, vocab),
     }
     if logprobs and prompt is not None:  # what vLLM adds with return_token_ids: the trace keeps both id lists
         choice["token_ids"] = ids
