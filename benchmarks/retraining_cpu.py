@@ -115,16 +115,26 @@ def worker_choice(db: Path) -> list[dict]:
     return out
 
 
-ROUTES = ("one step, a model", "one step, the calculator", "model -> calculator", "other multi-step")
+TOOLS = ("calculator", "python")
+ROUTES = (
+    "one step, a model",
+    "one step, the calculator",
+    "one step, python",
+    "model -> calculator",
+    "model -> python",
+    "other multi-step",
+)
 
 
 def route_of(workers: list[str]) -> str:
-    """The route a plan takes: one model answers, the calculator computes what the Conductor wrote, a
-    model's work is finished by the calculator, or else."""
+    """The route a plan takes: one model answers, a tool runs what the Conductor wrote, a model's work is
+    finished by a tool, or else."""
     if len(workers) == 1:
-        return "one step, the calculator" if workers[0] == "calculator" else "one step, a model"
-    if workers[-1] == "calculator" and workers[0] != "calculator":
-        return "model -> calculator"
+        if workers[0] in TOOLS:
+            return "one step, the calculator" if workers[0] == "calculator" else "one step, python"
+        return "one step, a model"
+    if workers[-1] in TOOLS and workers[0] not in TOOLS:
+        return f"model -> {workers[-1]}"
     return "other multi-step"
 
 

@@ -53,6 +53,11 @@ def test_a_calculator_plan_is_its_own_route():
     assert report.route_of(["calculator", "smol-precise"]) == "other multi-step"
 
 
+def test_a_python_plan_is_a_tool_route_not_a_model():
+    assert report.route_of(["python"]) == "one step, python"
+    assert report.route_of(["smol-creative", "python"]) == "model -> python"
+
+
 def test_the_figure_is_drawn_for_a_run_without_grpo_cycles(tmp_path):
     out = tmp_path / "iterations.png"
 
