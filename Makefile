@@ -15,7 +15,8 @@ export TOKENIZERS_PARALLELISM := false
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	# Made once: re-running venv over an existing one with another python3.11 first on PATH breaks it.
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, pinned: pip takes the CPU build from the machine's local wheels.
 	$(BIN)/pip install -q torch==2.13.0
