@@ -115,7 +115,8 @@ def worker_choice(db: Path) -> list[dict]:
     return out
 
 
-TOOLS = ("calculator", "python")
+#: The one-step route of each tool of the local pool.
+TOOL_ROUTES = {"calculator": "one step, the calculator", "python": "one step, python"}
 ROUTES = (
     "one step, a model",
     "one step, the calculator",
@@ -130,10 +131,8 @@ def route_of(workers: list[str]) -> str:
     """The route a plan takes: one model answers, a tool runs what the Conductor wrote, a model's work is
     finished by a tool, or else."""
     if len(workers) == 1:
-        if workers[0] in TOOLS:
-            return "one step, the calculator" if workers[0] == "calculator" else "one step, python"
-        return "one step, a model"
-    if workers[-1] in TOOLS and workers[0] not in TOOLS:
+        return TOOL_ROUTES.get(workers[0], "one step, a model")
+    if workers[-1] in TOOL_ROUTES and workers[0] not in TOOL_ROUTES:
         return f"model -> {workers[-1]}"
     return "other multi-step"
 

@@ -13,30 +13,17 @@
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/side_venv.sh
+. "$repo_root/scripts/lib/side_venv.sh"
 venv="${1:-$repo_root/.venv-phoenix}"
-version="${PHOENIX_VERSION:-20.26.1}"
-python_bin="${PYTHON:-python3.11}"
+want="arize-phoenix==${PHOENIX_VERSION:-20.26.1}"
 marker="$venv/.conductor-phoenix-version"
-want="arize-phoenix==$version"
 
-if [[ -f "$marker" && "$(cat "$marker")" == "$want" && -x "$venv/bin/phoenix" ]]; then
-    echo "phoenix venv ready: $venv ($want)"
-    exit 0
-fi
-
-if [[ ! -x "$venv/bin/python" ]]; then
-    echo "creating $venv with $python_bin"
-    "$python_bin" -m venv "$venv"
-fi
-# A half-finished earlier run must not leave a stale marker behind.
-rm -f "$marker"
-
-"$venv/bin/python" -m pip install --quiet --upgrade pip wheel
+side_venv_open phoenix "$venv" "$want" "$marker"
 "$venv/bin/python" -m pip install --quiet "$want"
 
 # Smoke check: the server's entry point runs (fail here rather than at server start).
 "$venv/bin/phoenix" --help >/dev/null
 "$venv/bin/python" -c 'import phoenix; print("phoenix", phoenix.__version__, "imports fine")'
 
-echo "$want" >"$marker"
-echo "phoenix venv ready: $venv ($want)"
+side_venv_close phoenix "$venv" "$want" "$marker"

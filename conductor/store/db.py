@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.config.connections import DEFAULT_LINKS, Links
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -63,13 +67,20 @@ def ping_when_idle(engine: Engine, idle_s: float = 1.0) -> None:
             raise DisconnectionError(f"pooled connection is dead: {exc}") from exc  # the pool reconnects
 
 
-def upgrade(engine: Engine) -> None:
-    """Bring the schema to the newest Alembic revision (safe to call on every start)."""
-    from alembic import command
+def alembic_config() -> Config:
+    """Alembic's config for this project's migrations (no ini file: the script location is enough)."""
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def upgrade(engine: Engine) -> None:
+    """Bring the schema to the newest Alembic revision (safe to call on every start)."""
+    from alembic import command
+
+    cfg = alembic_config()
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             # Several workers may start at once on a fresh database: one migrates, the rest wait.

@@ -300,10 +300,12 @@ def _transform(rng: random.Random, i: int) -> Problem:
         return _problem("transform", i, q.format(w=w, n=n), f"'{word}'[:{n}]", kind="text")
     if form == 4:
         n = rng.randint(1, 3)
-        q = rng.choice(
-            ("Remove the first {n} letter(s) from {w}. What remains?", "Delete the last {n} letter(s) of {w}.")
+        q, program = rng.choice(
+            (
+                ("Remove the first {n} letter(s) from {w}. What remains?", f"'{word}'[{n}:]"),
+                ("Delete the last {n} letter(s) of {w}.", f"'{word}'[:-{n}]"),
+            )
         )
-        program = f"'{word}'[{n}:]" if q.startswith("Remove") else f"'{word}'[:-{n}]"
         return _problem("transform", i, q.format(w=w, n=n), program, kind="text")
     words = rng.sample(WORDS, rng.randint(2, 4))
     phrase = " ".join(words)

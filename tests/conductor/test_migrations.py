@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 from alembic import command
-from alembic.config import Config
 from sqlalchemy import BigInteger, Engine, text
 from sqlalchemy.exc import DataError
 
-from conductor.store.db import MIGRATIONS, make_engine, session_factory, upgrade
+from conductor.store.db import alembic_config, make_engine, session_factory, upgrade
 from conductor.store.models import Base, Chain, Job, Round, Step
 
 #: Every column the models declare 64-bit (`BigId`): the migration must have widened each of them.
@@ -23,8 +22,7 @@ KEYS = [t for t, c in WIDE if c == "id"]
 
 
 def _to(engine: Engine, revision: str, *, down: bool = False) -> None:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg = alembic_config()
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         (command.downgrade if down else command.upgrade)(cfg, revision)

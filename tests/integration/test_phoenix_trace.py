@@ -26,9 +26,10 @@ from sqlalchemy import select
 from conductor.store.models import Job, Step
 from tests.conftest import default_script
 from tests.support.api_deployment import Deployment, deploy
-from tests.support.otlp_receiver import ReceivedSpan, assert_fanout_job, assert_no_orphans, children, one
+from tests.support.otlp_receiver import ReceivedSpan, assert_fanout_job, assert_no_orphans, one, subtree
 from tests.support.phoenix import PHOENIX, PhoenixServer
 from tests.support.scripted_llm import Reply, usage
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.phoenix]
 
@@ -76,32 +77,21 @@ def _submit(d: Deployment, key: str, question: str, traceparent: str | None) -> 
 
 
 def _wait_done(d: Deployment, key: str, job_ids: list[str], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
+    def done(job_id: str) -> bool:
+        job = httpx.get(f"{d.base_url}/jobs/{job_id}", headers={"Authorization": f"Bearer {key}"}).json()
+        assert job["status"] not in ("failed", "cancelled"), job
+        return bool(job["status"] == "done")
+
     for job_id in job_ids:
-        while (job := httpx.get(f"{d.base_url}/jobs/{job_id}", headers={"Authorization": f"Bearer {key}"}).json())[
-            "status"
-        ] != "done":
-            assert time.monotonic() < deadline and job["status"] not in ("failed", "cancelled"), job
-            time.sleep(0.2)
+        wait_for(f"job {job_id} to be done", lambda job_id=job_id: done(job_id), timeout, every=0.2)
 
 
-def _subtree(spans: list[ReceivedSpan], top: ReceivedSpan) -> list[ReceivedSpan]:
-    below = children(spans, top)
-    return [top] + [s for child in below for s in _subtree(spans, child)]
-
-
-def _wait_for_jobs(phoenix: PhoenixServer, traces: list[str], timeout: float = 30.0) -> list[ReceivedSpan]:
-    """The project's spans once each trace holds its whole job: the job span and the 9 spans below it
-    (Phoenix inserts what it receives in batches, and the job span is written when the job ends)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        spans = phoenix.spans(PROJECT) if PROJECT in phoenix.projects() else []
-        jobs = [s for s in spans if s.name == "conductor.job" and s.trace_id in traces]
-        if len(jobs) == len(traces) and all(len(_subtree(spans, j)) >= 10 for j in jobs):
-            return spans
-        if time.monotonic() > deadline:
-            raise AssertionError(f"jobs' spans did not arrive in Phoenix: {[s.name for s in spans]}\n{phoenix.tail()}")
-        time.sleep(0.5)
+def _jobs_arrived(phoenix: PhoenixServer, traces: list[str]) -> bool:
+    """Each trace holds its whole job in Phoenix: the job span and the 9 spans below it (Phoenix inserts
+    what it receives in batches, and the job span is written when the job ends)."""
+    spans = phoenix.spans(PROJECT) if PROJECT in phoenix.projects() else []
+    jobs = [s for s in spans if s.name == "conductor.job" and s.trace_id in traces]
+    return len(jobs) == len(traces) and all(len(subtree(spans, j)) >= 10 for j in jobs)
 
 
 def test_a_three_step_jobs_trace_arrives_in_phoenix_with_its_tree_parents_and_token_counts(
@@ -127,7 +117,7 @@ def test_a_three_step_jobs_trace_arrives_in_phoenix_with_its_tree_parents_and_to
             steps = {j: {st.step_index: st for st in s.scalars(select(Step).where(Step.job_id == j))} for j in traces}
         answers = list(script.answers)
         assert traces[child] == CALLER_TRACE and traces[rooted] != CALLER_TRACE
-        _wait_for_jobs(phoenix, list(traces.values()))
+        wait_for("the jobs' spans in Phoenix", lambda: _jobs_arrived(phoenix, list(traces.values())), 30)
         time.sleep(1.5)  # anything late (a duplicate) would show below
     spans = phoenix.spans(PROJECT)
 
@@ -146,8 +136,8 @@ def test_a_three_step_jobs_trace_arrives_in_phoenix_with_its_tree_parents_and_to
         assert at is request  # the job was submitted while the API handled the request
         # Every span of the trace descends from the request's: FastAPI's own, and the job's ten (the job, its
         # round, the plan with its Conductor call, three steps with one model call each), nothing more.
-        assert len(_subtree(in_trace, request)) == len(in_trace), [s.name for s in in_trace]
-        assert len(_subtree(in_trace, job)) == 10, [s.name for s in _subtree(in_trace, job)]
+        assert len(subtree(in_trace, request)) == len(in_trace), [s.name for s in in_trace]
+        assert len(subtree(in_trace, job)) == 10, [s.name for s in subtree(in_trace, job)]
         job_calls = assert_fanout_job(in_trace, job, steps[job_id])
         assert job_calls[0].name == "chat openai/scripted-conductor"
         assert {c.attributes["gen_ai.provider.name"] for c in job_calls} == {"openai"}

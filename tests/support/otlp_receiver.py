@@ -115,6 +115,11 @@ def children(spans: list[ReceivedSpan], parent: ReceivedSpan) -> list[ReceivedSp
     return [s for s in spans if s.parent_id == parent.span_id]
 
 
+def subtree(spans: list[ReceivedSpan], top: ReceivedSpan) -> list[ReceivedSpan]:
+    """`top` and every span below it."""
+    return [top] + [s for child in children(spans, top) for s in subtree(spans, child)]
+
+
 def one(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:
     found = [s for s in spans if s.name == name]
     assert len(found) == 1, (name, [s.name for s in spans])
