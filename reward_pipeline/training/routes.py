@@ -155,6 +155,10 @@ def _one_step(workers: Sequence[WorkerSpec], trial: RouteTrial) -> Workflow:
     return Workflow.from_lists([index], [trial.subtask], [[]])
 
 
+def _family(problem: Problem) -> str:
+    return str(problem.metadata.get("family", problem.kind))
+
+
 def build_route_examples(
     problems: Sequence[Problem],
     trials: dict[str, list[RouteTrial]],
@@ -165,18 +169,33 @@ def build_route_examples(
     seed: int,
     replan_share: float = 0.0,
     randomise_pool: bool = True,
+    balance_kinds: bool = True,
 ) -> RouteExamples:
     """``n`` prompt/completion pairs (TRL's conversational format): first-round plans, and with
     ``replan_share`` that share of replan rounds. A problem none of whose candidates in the drawn subset
-    earned reward contributes nothing that time (another problem is drawn)."""
+    earned reward contributes nothing that time (another problem is drawn).
+
+    With ``balance_kinds`` a kind is drawn first (uniformly among the kinds some route solved), then a
+    problem of it: each kind weighs the same whatever its number of problems or how often its routes
+    earned reward. Drawn by problem instead, the kinds the tools solve every time (arithmetic alone has
+    320 problems) made 86% of the first-round plans, and the adapter then handed facts to python."""
     rng = random.Random(seed)
+    by_kind: dict[str, list[Problem]] = {}
+    for p in problems:
+        if any(t.correct for t in trials[str(p.id)]):
+            by_kind.setdefault(_family(p), []).append(p)
+    kinds = sorted(by_kind)
     examples: list[dict[str, Any]] = []
     routes: dict[str, int] = {}
     replans = {"correct": 0, "keep": 0}
     attempts = 0
     while len(examples) < n and attempts < 50 * n:
         attempts += 1
-        problem = problems[rng.randrange(len(problems))]
+        if balance_kinds and kinds:
+            within = by_kind[kinds[rng.randrange(len(kinds))]]
+            problem = within[rng.randrange(len(within))]
+        else:
+            problem = problems[rng.randrange(len(problems))]
         workers = pool_subsets(pool, rng) if randomise_pool else list(pool.workers)
         names = {w.name for w in workers}
         mine = [t for t in trials[str(problem.id)] if t.worker in names]
@@ -189,7 +208,7 @@ def build_route_examples(
         cheapest = min(_model_calls(pool, t) for t in good)
         good = [t for t in good if _model_calls(pool, t) == cheapest]
         target = rng.choice(good)
-        family = str(problem.metadata.get("family", problem.kind))
+        family = _family(problem)
         if rng.random() < replan_share:
             bad = [t for t in mine if not t.correct]
             keep = not bad or rng.random() < 0.5

@@ -100,6 +100,7 @@ def route_warmup_stage(
     max_steps: int = 3,
     replan_share: float = 0.0,
     randomise_pool: bool = True,
+    balance_kinds: bool = True,
     provenance: dict[str, Any] | None = None,
     log: Any = print,
     recorded: dict[str, list[RouteTrial]] | None = None,
@@ -130,6 +131,7 @@ def route_warmup_stage(
         seed=config.seed,
         replan_share=replan_share,
         randomise_pool=randomise_pool,
+        balance_kinds=balance_kinds,
     )
     log(
         {
@@ -155,6 +157,7 @@ def route_warmup_stage(
         "curriculum": "mixed",
         "replan_share": replan_share,
         "randomise_pool": randomise_pool,
+        "balance_kinds": balance_kinds,
         **(provenance or {}),
     }
     return _register_warmup(registry, ckpt_id, out, base_model, problems, metrics, config_record)

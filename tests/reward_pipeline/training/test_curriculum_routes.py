@@ -97,6 +97,31 @@ def test_only_routes_that_earned_reward_become_plans_and_a_tool_wins_a_tie_with_
     assert not any(k.startswith("facts:tool") for k in built.stats["routes"])
 
 
+def test_each_kind_weighs_the_same_in_the_examples_however_many_problems_it_has() -> None:
+    # Arithmetic with ten times the problems of the facts and solved by a tool every time: drawn by problem it
+    # would fill nine plans in ten; drawn by kind, each solved kind gets about half.
+    problems = mixed_problems(20, seed=4)
+    arithmetic = [p for p in problems if p.metadata["family"] == "arithmetic"]
+    facts = [p for p in problems if p.metadata["family"] == "facts"][:2]
+    chosen = arithmetic + facts
+    answer, index = scripted_answers({p.id for p in facts})
+    index.update({p.question: p for p in chosen})
+    trials = try_routes(chosen, POOL, answer=answer, tool=tool)
+
+    def kinds(balance: bool) -> dict[str, int]:
+        built = build_route_examples(
+            chosen, trials, POOL, n=200, max_steps=3, seed=0, randomise_pool=False, balance_kinds=balance
+        )
+        counts: dict[str, int] = {}
+        for key, count in built.stats["routes"].items():
+            counts[key.split(":")[0]] = counts.get(key.split(":")[0], 0) + count
+        return counts
+
+    balanced, by_problem = kinds(True), kinds(False)
+    assert 80 <= balanced["facts"] <= 120 and balanced["arithmetic"] + balanced["facts"] == 200
+    assert by_problem["facts"] < 40
+
+
 def test_plans_for_random_pool_subsets_name_the_workers_of_the_prompt_they_were_shown() -> None:
     problems = mixed_problems(2, seed=8)
     answer, index = scripted_answers({p.id for p in problems})
