@@ -51,9 +51,6 @@ def warmup(
     ),
     replan_share: float = typer.Option(0.0, help="Mixed curriculum: share of examples that are replan rounds."),
     randomise_pool: bool = typer.Option(True, help="Mixed curriculum: show random renumbered subsets of the pool."),
-    balance_kinds: bool = typer.Option(
-        True, help="Mixed curriculum: draw a kind, then a problem of it (each kind weighs the same)."
-    ),
     vllm: bool = typer.Option(True, help="Mixed curriculum: run the model routes on a private vLLM server."),
     trials: Path | None = typer.Option(
         None, help="Mixed curriculum: reuse the route trials a previous warm-up recorded (its route_trials.jsonl)."
@@ -89,7 +86,6 @@ def warmup(
                 expressions=expressions,
                 replan_share=replan_share,
                 randomise_pool=randomise_pool,
-                balance_kinds=balance_kinds,
                 vllm=vllm,
                 trials=trials,
                 provenance={**provenance, "mixed": mixed, "trials": str(trials) if trials else None},
@@ -132,7 +128,6 @@ def _mixed_warmup(
     expressions: int,
     replan_share: float,
     randomise_pool: bool,
-    balance_kinds: bool,
     vllm: bool,
     provenance: dict[str, Any],
     trials: Path | None = None,
@@ -195,7 +190,6 @@ def _mixed_warmup(
             max_steps=runtime.pool.step_cap(settings.max_steps),
             replan_share=replan_share,
             randomise_pool=randomise_pool,
-            balance_kinds=balance_kinds,
             provenance=provenance,
             log=_print_event,
             recorded=load_trials(trials) if trials is not None else None,

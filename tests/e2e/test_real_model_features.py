@@ -112,8 +112,8 @@ def test_a_concurrency_cap_in_redis_serialises_real_local_model_calls(home, redi
 
 
 def test_a_question_the_calculator_cannot_read_is_answered_by_a_model_not_by_the_calculator(home):
-    # The shipped Conductor sends nearly every question to the calculator (its warm-up's world is math),
-    # with the question's words or a made-up expression; this question has no number to compute with.
+    # A question with nothing for a tool to compute: if the Conductor still hands it to a tool (the calculator or
+    # python), the tool's miss must not become the answer; the pool's fallback model answers instead.
     pool = load_pool()
     with embedded_system(home, pool, recursion=False) as sys:
         job_id, _ = sys.service.submit(Problem(question="Which planet is the largest in the solar system?"))
@@ -122,7 +122,12 @@ def test_a_question_the_calculator_cannot_read_is_answered_by_a_model_not_by_the
 
     rounds = job["chains"][0]["rounds"]
     assert job["status"] == "done", job
-    if rounds[0]["steps"][-1]["worker"] == "calculator":
-        assert [r["kind"] for r in rounds] == ["plan", "fallback"], rounds
-        assert rounds[1]["steps"][0]["worker"] == pool.fallback_worker == "smol-precise"
-        assert job["answer"] == rounds[1]["answer"] != rounds[0]["answer"]
+    # The plan is sampled (temperature 0.3) and can fail to parse (it did once in CI): such a round is
+    # recorded as unparseable and the plan resampled, so the question's route is the first plan that parsed.
+    unparsed = [r for r in rounds if r["kind"] == "plan" and not r["steps"]]
+    assert all(r["status"] == "unparseable" and r["parse_error"] for r in unparsed), unparsed
+    first = next(i for i, r in enumerate(rounds) if r["kind"] == "plan" and r["steps"])
+    if pool.worker(rounds[first]["steps"][-1]["worker"]).is_tool:
+        assert [r["kind"] for r in rounds[first:]] == ["plan", "fallback"], [(r["kind"], r["plan_text"], r["answer"], r["steps"]) for r in rounds]
+        assert rounds[first + 1]["steps"][0]["worker"] == pool.fallback_worker == "smol-precise"
+        assert job["answer"] == rounds[first + 1]["answer"] != rounds[first]["answer"]
