@@ -128,6 +128,8 @@ def test_a_question_the_calculator_cannot_read_is_answered_by_a_model_not_by_the
     assert all(r["status"] == "unparseable" and r["parse_error"] for r in unparsed), unparsed
     first = next(i for i, r in enumerate(rounds) if r["kind"] == "plan" and r["steps"])
     if pool.worker(rounds[first]["steps"][-1]["worker"]).is_tool:
-        assert [r["kind"] for r in rounds[first:]] == ["plan", "fallback"], [(r["kind"], r["plan_text"], r["answer"], r["steps"]) for r in rounds]
+        assert [r["kind"] for r in rounds[first:]] == ["plan", "fallback"], [
+            (r["kind"], r["plan_text"], r["answer"], r["steps"]) for r in rounds
+        ]
         assert rounds[first + 1]["steps"][0]["worker"] == pool.fallback_worker == "smol-precise"
         assert job["answer"] == rounds[first + 1]["answer"] != rounds[first]["answer"]
