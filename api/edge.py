@@ -1,6 +1,8 @@
 """What every request body must be before a route reads it: no larger than its limit (413), and,
-when it is JSON, text a store can hold (400 naming the field). One ASGI middleware, so a route
-added later is covered too.
+when it is JSON, text a store can hold (400 naming the field); and it must keep coming: a client that
+goes silent mid-body (a host that vanished, a partition that drops its packets) gets a 408 after
+`body_idle_timeout_s` instead of holding a server task and a spooled upload for as long as TCP takes
+to notice. One ASGI middleware, so a route added later is covered too.
 
 File uploads have their own, larger limit and are streamed through (never buffered here); other
 bodies are read whole, up to their limit, and handed on unchanged.
@@ -8,6 +10,7 @@ bodies are read whole, up to their limit, and handed on unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -40,10 +43,17 @@ class BodyEdge:
         if declared is not None and declared > limit:
             await _too_large(limit, upload)(scope, receive, send)
             return
+        idle = self.settings.body_idle_timeout_s
         if upload:
-            await self.app(scope, _counting(receive, limit, upload), send)
+            await self.app(scope, _counting(_idle_limited(receive, idle), limit, upload), send)
             return
-        body = await _read(receive, limit)
+        try:
+            body = await _read(_idle_limited(receive, idle), limit)
+        except HTTPException as exc:  # went silent mid-body: nothing reached the route
+            await JSONResponse(error_body(str(exc.detail), "invalid_request_error", code="timeout"), exc.status_code)(
+                scope, receive, send
+            )
+            return
         if body is None:
             await _too_large(limit, upload)(scope, receive, send)
             return
@@ -105,6 +115,28 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()  # after the body: disconnect, as the server reports it
 
     return replay
+
+
+def _idle_limited(receive: Receive, idle_s: float) -> Receive:
+    """`receive` that waits at most `idle_s` for each piece of the body, then ends the request in a 408
+    (an HTTPException, which the route's form parsing lets through to the app's handler). Once the body
+    has ended, waiting is unbounded again: what comes next is the disconnect, whenever it comes."""
+    ended = False
+
+    async def limited() -> Message:
+        nonlocal ended
+        if ended:
+            return await receive()
+        try:
+            message = await asyncio.wait_for(receive(), idle_s)
+        except TimeoutError:
+            raise HTTPException(
+                408, f"the request body stopped arriving for {idle_s:g} s (CONDUCTOR_BODY_IDLE_TIMEOUT_S)"
+            ) from None
+        ended = message["type"] != "http.request" or not message.get("more_body", False)
+        return message
+
+    return limited
 
 
 def _counting(receive: Receive, limit: int, upload: bool) -> Receive:

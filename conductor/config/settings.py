@@ -186,6 +186,12 @@ class Settings(BaseSettings):
         8 << 20, ge=1024, description="Largest request body the API reads (413 past it), file uploads aside."
     )
     max_upload_bytes: int = Field(200 << 20, ge=1024, description="Largest Files API upload (413 past it).")
+    body_idle_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Longest wait for the next piece of a request body; a client silent that long mid-body gets "
+        "a 408 and nothing it sent is kept.",
+    )
     max_question_chars: int = Field(
         100_000, ge=1, description="Longest question a job may carry (a chat's conversation counts whole)."
     )
