@@ -207,7 +207,9 @@ def online(
     loss_type: str = typer.Option("dapo", help="grpo | dapo (token-mean) | dr_grpo | bnpo."),
     vllm: bool = typer.Option(True, help="Serve Conductor and workers from a private vLLM server (else in-process)."),
     seed: int = typer.Option(0),
-    dev_limit: int | None = typer.Option(None, help="Smoke runs only: gate on the first N dev problems."),
+    dev_limit: int | None = typer.Option(
+        None, help="Smoke runs only: gate on the first N dev problems, probe N plans per unseen benchmark."
+    ),
     gsm8k: int = typer.Option(150, help="GSM8K train questions in the training pool."),
     arith: int = typer.Option(150, help="Generated arithmetic questions in the training pool."),
     expressions: int = typer.Option(0, help="GSM8K train questions of one or two operations in the training pool."),
@@ -245,6 +247,7 @@ def online(
             dev_limit=dev_limit,
             curriculum="mixed" if mixed else "arithmetic",
             train_mixed=mixed,
+            unseen_per_benchmark=8 if dev_limit is None else dev_limit,
         )
         summary = run_local(
             settings, _data_dir(data_dir), cfg, report_dir=report_dir, running_system=running_system, log=_print_event

@@ -61,6 +61,8 @@ class LocalRunConfig:
     #: ``train_mixed`` of each, and its own dev set).
     curriculum: str = "arithmetic"
     train_mixed: int = 0
+    #: First plans probed per unseen benchmark at the end of the run (parse rates, base vs final policy).
+    unseen_per_benchmark: int = 8
 
 
 def training_pool(settings: Settings, base_url: str | None, cfg: LocalRunConfig) -> dict[str, Any]:
@@ -218,7 +220,7 @@ def _unseen(gateway: Any, serving: Any, data_dir: Path, final: Policy, cfg: Loca
     from reward_pipeline.training.probe import probe_plans
 
     by_bench: dict[str, list[Any]] = {}
-    for name, problem in unseen_benchmark_prompts(data_dir):
+    for name, problem in unseen_benchmark_prompts(data_dir, cfg.unseen_per_benchmark):
         by_bench.setdefault(name, []).append(problem)
     out: dict[str, Any] = {}
     for policy in (Policy("base", None), final):
