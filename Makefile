@@ -28,9 +28,9 @@ model: setup
 
 # The first 12 problems of the held-out mixed file (two of each of six kinds, in templates, words and facts the
 # training generator never wrote), run by the trained Conductor with its workflows and a right/wrong mark
-# each: different kinds get different workflows. Then, on the same 12, the pool's two models alone (smol-creative
-# alone is the best fixed route of the measured route table, README) and Mixture-of-Agents, the strongest
-# multi-step fixed workflow. Problems are the first N of the file, not picked after the fact.
+# each: different kinds get different workflows. Then, on the same 12, the pool's two models alone (smol-precise
+# alone is the best fixed route measured on the whole held-out file, README) and Mixture-of-Agents, the
+# strongest multi-step fixed workflow. Problems are the first N of the file, not picked after the fact.
 HELDOUT := reward_pipeline/evaluation/data/mixed_heldout.jsonl
 DEMO_N  ?= 12
 DEMO_BASELINES ?= single:smol-precise,single:smol-creative,moa
