@@ -111,7 +111,7 @@ def test_a_concurrency_cap_in_redis_serialises_real_local_model_calls(home, redi
     assert b_start >= a_end, "the cap of 1 must keep the two real calls from overlapping"
 
 
-def test_a_question_the_calculator_cannot_read_is_answered_by_a_model_not_by_the_calculator(home):
+def test_a_question_no_tool_can_compute_is_answered_by_a_model_not_by_a_tool(home):
     # A question with nothing for a tool to compute: if the Conductor still hands it to a tool (the calculator or
     # python), the tool's miss must not become the answer; the pool's fallback model answers instead.
     pool = load_pool()
@@ -122,8 +122,8 @@ def test_a_question_the_calculator_cannot_read_is_answered_by_a_model_not_by_the
 
     rounds = job["chains"][0]["rounds"]
     assert job["status"] == "done", job
-    # The plan is sampled (temperature 0.3) and can fail to parse (it did once in CI): such a round is
-    # recorded as unparseable and the plan resampled, so the question's route is the first plan that parsed.
+    # The plan is sampled (temperature 0.3): a first round without steps (CI saw one once) must be one recorded
+    # as unparseable, whose plan was resampled; the question's route is the first plan that parsed.
     unparsed = [r for r in rounds if r["kind"] == "plan" and not r["steps"]]
     assert all(r["status"] == "unparseable" and r["parse_error"] for r in unparsed), unparsed
     first = next(i for i, r in enumerate(rounds) if r["kind"] == "plan" and r["steps"])
