@@ -56,6 +56,17 @@ class Served:
             return reply, time.monotonic() - started
 
 
+def _head(path: str, key: str, content_type: str, length: int) -> str:
+    """A POST's request line and headers, without the blank line that ends them."""
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n"
+        f"Content-Type: {content_type}\r\nContent-Length: {length}\r\n"
+    )
+
+
+JOB = json.dumps({"problem": {"question": "What is 2 + 2?", "answer": "4"}}).encode()
+
+
 def _reply(sock: socket.socket) -> str:
     """One whole HTTP response: its head, then as many bytes as its content-length says."""
     data = b""
@@ -100,10 +111,7 @@ def test_an_upload_that_stops_mid_body_is_a_408_and_leaves_no_bytes(served, tmp_
         + content
         + f"\r\n--{boundary}--\r\n".encode()
     )
-    head = (
-        f"POST /v1/files HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer {key}\r\n"
-        f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {len(body)}\r\n"
-    )
+    head = _head("/v1/files", key, f"multipart/form-data; boundary={boundary}", len(body))
 
     reply, after = server.stalled(head, body[: len(body) // 2])
 
@@ -116,13 +124,7 @@ def test_an_upload_that_stops_mid_body_is_a_408_and_leaves_no_bytes(served, tmp_
 
 def test_a_json_body_that_stops_midway_is_a_408_and_no_job(served) -> None:
     server, key = served
-    body = json.dumps({"problem": {"question": "What is 2 + 2?", "answer": "4"}}).encode()
-    head = (
-        f"POST /v1/jobs HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer {key}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-    )
-
-    reply, _ = server.stalled(head, body[:10])
+    reply, _ = server.stalled(_head("/v1/jobs", key, "application/json", len(JOB)), JOB[:10])
 
     assert reply.startswith("HTTP/1.1 408"), reply
     assert json.loads(reply.split("\r\n\r\n", 1)[1])["error"]["code"] == "timeout"
@@ -131,19 +133,12 @@ def test_a_json_body_that_stops_midway_is_a_408_and_no_job(served) -> None:
 
 def test_a_slow_body_that_keeps_coming_is_not_cut_and_the_server_answers_after_a_stall(served) -> None:
     server, key = served
-    body = json.dumps({"problem": {"question": "What is 2 + 2?", "answer": "4"}}).encode()
-    server.stalled(  # a stalled client first: it must not hold up the next one
-        f"POST /v1/jobs HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer {key}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n",
-        body[:5],
-    )
+    head = _head("/v1/jobs", key, "application/json", len(JOB))
+    server.stalled(head, JOB[:5])  # a stalled client first: it must not hold up the next one
     with socket.create_connection(("127.0.0.1", server.port), timeout=IDLE_S * 10) as sock:
-        sock.sendall(
-            f"POST /v1/jobs HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
-        )
-        for i in range(0, len(body), 8):  # a piece every half the idle timeout: slower in all than the timeout
-            sock.sendall(body[i : i + 8])
+        sock.sendall(head.encode() + b"\r\n")
+        for i in range(0, len(JOB), 8):  # a piece every half the idle timeout: slower in all than the timeout
+            sock.sendall(JOB[i : i + 8])
             time.sleep(IDLE_S / 2)
         reply = _reply(sock)
 
