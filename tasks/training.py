@@ -33,7 +33,9 @@ def register_training(app: Celery, runtime: Runtime) -> None:
         from reward_pipeline.training.loops.cycle import run_retrain_cycle
 
         service = service_for(runtime, Dispatcher(app).submit)
-        result = run_retrain_cycle(service, cycle_id, data_dir(), load_adapter=_adapter_loader(runtime))
+        result = run_retrain_cycle(
+            service, cycle_id, data_dir(), load_adapter=_adapter_loader(runtime), conductor=runtime.pool.conductor
+        )
         log.info("retrain cycle %s: %s", cycle_id, result.get("status"))
         return {"status": result.get("status"), "candidate": result.get("candidate")}
 

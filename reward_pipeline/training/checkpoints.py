@@ -23,6 +23,8 @@ class CheckpointStatus:
     ACTIVE = "active"
     REJECTED = "rejected"
     RETIRED = "retired"
+    #: the adapter the pool ships: it serves while no checkpoint is active, and training starts from it
+    SHIPPED = "shipped"
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,24 @@ class Registry:
             s.flush()
             return CheckpointView.of(row)
 
+    def add_shipped(self, *, id: str, path: Path, record: dict[str, Any]) -> CheckpointView:
+        """The pool's own adapter as a row (once), so that a checkpoint trained from it has a parent that lineage,
+        export and rollback can reach. `record`: its exported record's entry for it (stage, config, metrics,
+        gate, data window); the row's `files_sha256` ties it to the files that are there now."""
+        with self.sessions.begin() as s:
+            row = s.get(Checkpoint, id)
+            if row is None:
+                row = Checkpoint(
+                    id=id, parent_id=None, stage=record.get("stage") or "shipped",
+                    base_model=record.get("base_model") or "", path=str(path), config=record.get("config"),
+                    metrics={**(record.get("metrics") or {}), "files_sha256": files_digest(path)},
+                    data_window=record.get("data_window") or {}, gate=record.get("gate"),
+                    status=CheckpointStatus.SHIPPED,
+                )  # fmt: skip
+                s.add(row)
+                s.flush()
+            return CheckpointView.of(row)
+
     def get(self, checkpoint_id: str) -> CheckpointView:
         with self.sessions() as s:
             row = s.get(Checkpoint, checkpoint_id)
@@ -130,11 +150,12 @@ class Registry:
             return CheckpointView.of(row)
 
     def rollback(self) -> CheckpointView | None:
-        """Re-activate the active checkpoint's parent (None: back to the pool's own Conductor)."""
+        """Re-activate the active checkpoint's parent (None: back to the pool's own Conductor, which is also
+        where a checkpoint trained from the pool's shipped adapter rolls back to)."""
         current = self.active()
         if current is None:
             raise TrainingError("no active checkpoint to roll back from")
-        if current.parent_id:
+        if current.parent_id and self.get(current.parent_id).status != CheckpointStatus.SHIPPED:
             return self.promote(current.parent_id)
         with self.sessions.begin() as s:
             s.execute(update(Checkpoint).where(Checkpoint.id == current.id).values(status=CheckpointStatus.RETIRED))

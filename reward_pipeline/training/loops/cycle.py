@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select
 
 from conductor.app.service import Service
+from conductor.config.pool import ConductorSpec
 from conductor.inference.local_model import model_dir
 from conductor.store.models import TrainingCycle
 from reward_pipeline.training.board import TrainingBoard
@@ -22,7 +23,7 @@ from reward_pipeline.training.dataset import TraceFilter, build_dataset
 from reward_pipeline.training.gate import GateConfig, PolicyEval, decide
 from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
 from reward_pipeline.training.health import cycle_health, enforce_staleness_cap, record_steps
-from reward_pipeline.training.loops.online import Policy, start_policy
+from reward_pipeline.training.loops.online import Policy, continue_from
 from reward_pipeline.training.loops.phases import timed
 from reward_pipeline.training.loops.stages import checkpoint_dir
 from reward_pipeline.training.policy import LoraSpec, load_trainable, save_adapter
@@ -63,10 +64,17 @@ def pinned_eval(rollouts: Rollouts, policy: Policy, problems: list[Any], tag: st
 
 
 def run_retrain_cycle(
-    service: Service, cycle_id: int, data_dir: Path, config: CycleConfig | None = None, load_adapter: Any = None
+    service: Service,
+    cycle_id: int,
+    data_dir: Path,
+    config: CycleConfig | None = None,
+    load_adapter: Any = None,
+    *,
+    conductor: ConductorSpec | None = None,
 ) -> dict[str, Any]:
     """`load_adapter(version, path)` makes an adapter servable (vLLM runtime load) before the gate uses it.
-    `config`: by default from the settings (staleness cap, minimum groups, dev set size)."""
+    `config`: by default from the settings (staleness cap, minimum groups, dev set size). `conductor`: the
+    pool's own, whose shipped adapter training starts from while no checkpoint is active."""
     config = config or CycleConfig.from_settings(service.settings)
     registry = Registry(service.sessions)
     with service.sessions.begin() as s:
@@ -79,7 +87,7 @@ def run_retrain_cycle(
         )
     stats: dict[str, Any] = {}
     try:
-        stats = _cycle(service, registry, cycle_id, since, data_dir, config, load_adapter)
+        stats = _cycle(service, registry, cycle_id, since, data_dir, config, load_adapter, conductor)
         status = "done" if stats.get("candidate") else "skipped"
         error = None
     except Exception as exc:
@@ -108,6 +116,7 @@ def _cycle(
     data_dir: Path,
     config: CycleConfig,
     load_adapter: Any,
+    conductor: ConductorSpec | None,
 ) -> dict[str, Any]:
     until = datetime.now(UTC)
     seconds: dict[str, float] = {}
@@ -137,7 +146,8 @@ def _cycle(
         return stats
     from transformers import AutoTokenizer
 
-    start = start_policy(registry.active())
+    # Fresh from install no checkpoint is active: the traces are the shipped adapter's, so it is what trains.
+    start = continue_from(registry, conductor)
     base = model_dir(service.settings.model_cache)
     # Each cycle's trainer counts its optimizer steps from 1: one TensorBoard run per cycle.
     steps_board = TrainingBoard(board_dir(service.settings.home) / f"cycle-{cycle_id}")
@@ -173,7 +183,10 @@ def _cycle(
     with timed(seconds, "gate_candidate"):
         cand = pinned_eval(rollouts, Policy(version, path), dev, f"gate:{version}")
     with timed(seconds, "gate_active"):
-        active = pinned_eval(rollouts, start, dev, f"gate:{version}:active")
+        # The pool's own adapter is evaluated as it serves (unpinned): a vLLM server holds it under the pool's
+        # model name, not under a checkpoint's.
+        own = registry.active() is None
+        active = pinned_eval(rollouts, Policy(start.version, None) if own else start, dev, f"gate:{version}:active")
     decision = decide(cand, active, config.gate)
     registry.record_gate(version, decision)
     if decision["passed"]:

@@ -31,6 +31,7 @@ from reward_pipeline.training.loops.online import (
     LoopContext,
     OnlineConfig,
     Policy,
+    continue_from,
     gate_and_promote,
     run_cycles,
     start_policy,
@@ -208,8 +209,8 @@ def _warmup_gate(ctx: GateContext, dev: Sequence[Problem], cfg: LocalRunConfig) 
     if active is not None:
         return start_policy(active)
     candidates = [c for c in ctx.registry.list() if c.stage == "warmup" and c.status == "candidate"]
-    if not candidates:
-        return Policy("base", None)
+    if not candidates:  # no warm-up here: GRPO continues from what the pool serves
+        return continue_from(ctx.registry, ctx.gateway.pool.conductor)
     warm = candidates[-1]
     decision = gate_and_promote(ctx, Policy(warm.id, Path(warm.path or "")), Policy("base", None), dev, cfg.online)
     return Policy(warm.id, Path(warm.path or "")) if decision["passed"] else Policy("base", None)

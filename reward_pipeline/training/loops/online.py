@@ -16,12 +16,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from conductor.config.pool import ConductorSpec
 from conductor.domain.problem import Problem
 from conductor.inference.gateway import Gateway
 from conductor.store.lineage import TENANTS_KEY
 from conductor.store.models import TrainingCycle
 from reward_pipeline.training.checkpoints import CheckpointView, Registry
 from reward_pipeline.training.dataset import TraceFilter, build_dataset
+from reward_pipeline.training.export import WEIGHTS
 from reward_pipeline.training.gate import GateConfig, PolicyEval, decide, evaluate
 from reward_pipeline.training.grpo import OfflineGRPOTrainer
 from reward_pipeline.training.loops.phases import timed
@@ -222,3 +224,18 @@ def start_policy(active: CheckpointView | None) -> Policy:
     if active is None or not active.path:
         return Policy("base", None)
     return Policy(active.id, Path(active.path))
+
+
+def continue_from(registry: Registry, conductor: ConductorSpec | None) -> Policy:
+    """The policy training continues from: the store's active checkpoint; else the adapter the pool ships,
+    which is what serves (and wrote the traces) while none is active, registered once from its record so
+    that what is trained from it has a parent; else the base model."""
+    active = registry.active()
+    adapter = conductor.adapter_path() if conductor is not None else None
+    if active is not None or conductor is None or adapter is None or not (adapter / WEIGHTS).exists():
+        return start_policy(active)
+    record_file = adapter / "record.json"
+    record = json.loads(record_file.read_text()) if record_file.exists() else {}
+    own: dict[str, Any] = next((c for c in record.get("lineage", []) if c.get("id") == conductor.policy_version), {})
+    registry.add_shipped(id=conductor.policy_version, path=adapter, record=own)
+    return Policy(conductor.policy_version, adapter)

@@ -3,6 +3,7 @@ each round records the version that produced it, and a failed gate changes nothi
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -11,9 +12,10 @@ from conductor.domain.problem import Problem
 from conductor.runtime import Runtime
 from conductor.store.models import Round
 from reward_pipeline.training.checkpoints import Registry
+from reward_pipeline.training.export import lineage
 from reward_pipeline.training.gate import PolicyEval, decide, evaluate_workers
 from reward_pipeline.training.loops.local_run import LocalRunConfig, _warmup_gate
-from reward_pipeline.training.loops.online import GateContext, OnlineConfig
+from reward_pipeline.training.loops.online import GateContext, OnlineConfig, Policy, continue_from
 from reward_pipeline.training.rollouts import RolloutBatch, Rollouts
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
@@ -199,3 +201,39 @@ def test_the_run_measures_each_model_worker_alone_on_the_dev_set_with_its_interv
     assert [(b["method"], b["correct"], b["n"]) for b in lines] == [("single:alpha", 4, 4), ("single:beta", 0, 4)]
     assert lines[0]["ci_low"] < 1.0 == lines[0]["ci_high"] and lines[1]["ci_low"] == 0.0 < lines[1]["ci_high"]
     assert {c.model for c in srv.calls} == {"scripted-worker-alpha", "scripted-worker-beta"}  # no Conductor call
+
+
+def _shipped(tmp_path, pool, version: str = "warmup-shipped"):
+    """The pool's Conductor with an adapter beside it as `make train-local` exports one: weights and record."""
+    path = _adapter(tmp_path, "shipped")
+    (path / "adapter_model.safetensors").write_bytes(b"weights")
+    entry = {"id": version, "stage": "warmup", "base_model": "smollm2", "gate": {"passed": True}, "metrics": {"n": 24}}
+    (path / "record.json").write_text(json.dumps({"checkpoint": version, "lineage": [entry]}))
+    return pool.conductor.model_copy(update={"adapter": str(path), "policy_version": version}), path
+
+
+def test_training_continues_from_the_adapter_the_pool_ships_while_no_checkpoint_is_active(tmp_path, server):
+    pool = scripted_pool(server.base_url)
+    registry = Registry(Runtime(make_settings(tmp_path), pool=pool).sessions)
+    assert continue_from(registry, pool.conductor) == Policy("base", None)  # nothing shipped: the base model
+    conductor, path = _shipped(tmp_path, pool)
+
+    # The shipped adapter is what serves and what wrote the traces, so GRPO trains it, not the base model.
+    start = continue_from(registry, conductor)
+    assert start == Policy("warmup-shipped", path)
+    assert continue_from(registry, conductor) == start  # registered once, from its record
+    [row] = registry.list()
+    assert (row.status, row.stage, row.gate, row.metrics["n"]) == ("shipped", "warmup", {"passed": True}, 24)
+    assert registry.active() is None  # nothing switches: the pool's own Conductor goes on serving it
+
+    # A checkpoint trained from it names it as parent, so its lineage reaches the shipped record...
+    registry.add(
+        id="grpo-1", parent_id=start.version, stage="grpo", base_model="b", path=_adapter(tmp_path, "grpo-1"),
+        config={}, metrics={}, data_window={},
+    )  # fmt: skip
+    registry.promote("grpo-1")
+    assert continue_from(registry, conductor) == Policy("grpo-1", tmp_path / "adapters" / "grpo-1")
+    assert [v.id for v in lineage(registry, "grpo-1")] == ["grpo-1", "warmup-shipped"]
+    # ...and rolling it back returns to the pool's own Conductor (the shipped adapter as the pool serves it).
+    assert registry.rollback() is None and registry.active() is None
+    assert {c.id: c.status for c in registry.list()} == {"warmup-shipped": "shipped", "grpo-1": "retired"}
