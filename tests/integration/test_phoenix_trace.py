@@ -3,8 +3,8 @@ virtualenv `make phoenix-venv` builds), started by the test on free ports with a
 directory. The system is a real deployment: a `conductor api` process and a worker process (and beat)
 on Redis and PostgreSQL, the scripted model server behind the pool.
 
-Every process of the deployment sends OTLP/HTTP to Phoenix's `/v1/traces`; the spans are read back
-from Phoenix's REST API and must form the tree `tests/integration/test_tracing.py` checks on our own
+Every process of the deployment sends OTLP to Phoenix, once over HTTP (`/v1/traces`) and once over gRPC
+(Phoenix's gRPC port), as `OTEL_EXPORTER_OTLP_PROTOCOL` says; the spans are read back from Phoenix's REST API and must form the tree `tests/integration/test_tracing.py` checks on our own
 receiver: the caller's span (a `traceparent` on the request) -> the API's request span -> the job ->
 its round -> the plan and three steps -> one model call each, with the scripted server's token counts.
 This process only sends HTTP requests and installs no tracer provider of its own.
@@ -33,9 +33,11 @@ from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.services, pytest.mark.phoenix]
 
-#: Every process's spans go to one Phoenix project, named by a resource attribute (Phoenix's convention).
-PROJECT = "conductor-phoenix-test"
-CALLER_TRACE, CALLER_SPAN = "6cf92f3577b34da6a3ce929d0e0e4738", "02f067aa0ba902b9"
+#: Every process's spans go to one Phoenix project per protocol, named by a resource attribute (Phoenix's
+#: convention), and each run's caller has a trace of its own: Phoenix keeps a trace id in one project.
+PROJECT = "conductor-phoenix-{protocol}"
+CALLER_TRACES = {"http/protobuf": "6cf92f3577b34da6a3ce929d0e0e4738", "grpc": "4bf92f3577b34da6a3ce929d0e0e4736"}
+CALLER_SPAN = "02f067aa0ba902b9"
 REQUEST = "POST /v1/jobs"
 
 
@@ -86,40 +88,42 @@ def _wait_done(d: Deployment, key: str, job_ids: list[str], timeout: float = 60.
         wait_for(f"job {job_id} to be done", lambda job_id=job_id: done(job_id), timeout, every=0.2)
 
 
-def _jobs_arrived(phoenix: PhoenixServer, traces: list[str]) -> bool:
+def _jobs_arrived(phoenix: PhoenixServer, project: str, traces: list[str]) -> bool:
     """Each trace holds its whole job in Phoenix: the job span and the 9 spans below it (Phoenix inserts
     what it receives in batches, and the job span is written when the job ends)."""
-    spans = phoenix.spans(PROJECT) if PROJECT in phoenix.projects() else []
+    spans = phoenix.spans(project) if project in phoenix.projects() else []
     jobs = [s for s in spans if s.name == "conductor.job" and s.trace_id in traces]
     return len(jobs) == len(traces) and all(len(subtree(spans, j)) >= 10 for j in jobs)
 
 
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_a_three_step_jobs_trace_arrives_in_phoenix_with_its_tree_parents_and_token_counts(
-    tmp_path: Path, pg_url: str, redis_db: str, phoenix: PhoenixServer, monkeypatch: pytest.MonkeyPatch
+    protocol: str, tmp_path: Path, pg_url: str, redis_db: str, phoenix: PhoenixServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The deployment's processes take their environment from this one's.
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", phoenix.url)
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    project, caller_trace = PROJECT.format(protocol=protocol.split("/")[0]), CALLER_TRACES[protocol]
+    # The deployment's processes take their environment from this one's: the standard variables only.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", phoenix.grpc_endpoint if protocol == "grpc" else phoenix.url)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
     monkeypatch.setenv("OTEL_SERVICE_NAME", "conductor")
-    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={PROJECT}")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={project}")
     script = RecordingScript()
     # One worker process (and beat) beside the API's: the trace still crosses processes, and two workers
     # would add half a minute of start and stop on two busy cores (the worker-to-worker case is test_tracing's).
     with deploy(tmp_path, pg_url, redis_db, script, worker_names=("w1",)) as d:
         key = d.key("acme")
         # One job under a caller's span, one whose request carries no trace context.
-        child = _submit(d, key, "[wf:fanout] part A and part B, then combine", f"00-{CALLER_TRACE}-{CALLER_SPAN}-01")
+        child = _submit(d, key, "[wf:fanout] part A and part B, then combine", f"00-{caller_trace}-{CALLER_SPAN}-01")
         rooted = _submit(d, key, "[wf:fanout] part C and part D, then join them", None)
         _wait_done(d, key, [child, rooted])
         with d.runtime.sessions() as s:
             traces = {j: (s.get_one(Job, j).traceparent or "-").split("-")[1] for j in (child, rooted)}  # "": none
             steps = {j: {st.step_index: st for st in s.scalars(select(Step).where(Step.job_id == j))} for j in traces}
         answers = list(script.answers)
-        assert traces[child] == CALLER_TRACE and traces[rooted] != CALLER_TRACE
-        wait_for("the jobs' spans in Phoenix", lambda: _jobs_arrived(phoenix, list(traces.values())), 30)
+        assert traces[child] == caller_trace and traces[rooted] != caller_trace
+        wait_for("the jobs' spans in Phoenix", lambda: _jobs_arrived(phoenix, project, list(traces.values())), 30)
         time.sleep(1.5)  # anything late (a duplicate) would show below
-    spans = phoenix.spans(PROJECT)
+    spans = phoenix.spans(project)
 
     calls: list[ReceivedSpan] = []
     for job_id, caller in ((child, CALLER_SPAN), (rooted, None)):
