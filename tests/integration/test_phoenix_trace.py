@@ -26,7 +26,7 @@ from sqlalchemy import select
 from conductor.store.models import Job, Step
 from tests.conftest import default_script
 from tests.support.api_deployment import Deployment, deploy
-from tests.support.otlp_receiver import ReceivedSpan, assert_fanout_job, assert_no_orphans, one, subtree
+from tests.support.otlp_receiver import ReceivedSpan, assert_fanout_job, assert_no_orphans, children, one, subtree
 from tests.support.phoenix import PHOENIX, PhoenixServer
 from tests.support.scripted_llm import Reply, usage
 from tests.support.waiting import wait_for
@@ -71,6 +71,15 @@ class RecordingScript:
         return reply
 
 
+def _export_to(phoenix: PhoenixServer, project: str, monkeypatch: pytest.MonkeyPatch, protocol: str) -> None:
+    """The deployment's processes take their environment from this one's: the standard variables only."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", phoenix.grpc_endpoint if protocol == "grpc" else phoenix.url)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "conductor")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={project}")
+
+
 def _submit(d: Deployment, key: str, question: str, traceparent: str | None) -> str:
     headers = {"Authorization": f"Bearer {key}", **({"traceparent": traceparent} if traceparent else {})}
     response = httpx.post(f"{d.base_url}/jobs", json={"problem": {"question": question}}, headers=headers, timeout=30)
@@ -101,12 +110,7 @@ def test_a_three_step_jobs_trace_arrives_in_phoenix_with_its_tree_parents_and_to
     protocol: str, tmp_path: Path, pg_url: str, redis_db: str, phoenix: PhoenixServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project, caller_trace = PROJECT.format(protocol=protocol.split("/")[0]), CALLER_TRACES[protocol]
-    # The deployment's processes take their environment from this one's: the standard variables only.
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", phoenix.grpc_endpoint if protocol == "grpc" else phoenix.url)
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
-    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
-    monkeypatch.setenv("OTEL_SERVICE_NAME", "conductor")
-    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={project}")
+    _export_to(phoenix, project, monkeypatch, protocol)
     script = RecordingScript()
     # One worker process (and beat) beside the API's: the trace still crosses processes, and two workers
     # would add half a minute of start and stop on two busy cores (the worker-to-worker case is test_tracing's).
@@ -161,3 +165,61 @@ def test_a_three_step_jobs_trace_arrives_in_phoenix_with_its_tree_parents_and_to
         == (c.attributes["gen_ai.usage.input_tokens"], c.attributes["gen_ai.usage.output_tokens"])
         for c in calls
     )
+
+
+def _slow_first_step(model: str, messages: list[dict], body: dict) -> Reply:
+    """The Conductor's chain plan; its first step's call ("solve") takes long enough to kill its worker."""
+    if model.endswith("scripted-conductor"):
+        return default_script()(model, messages, body)
+    return Reply(f"done: {messages[-1]['content']}", delay_s=4.0 if messages[-1]["content"] == "solve" else 0.1)
+
+
+def test_a_step_the_reaper_re_ran_after_its_worker_died_stays_in_the_jobs_one_trace_in_phoenix(
+    tmp_path: Path, pg_url: str, redis_db: str, phoenix: PhoenixServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = PROJECT.format(protocol="reaper")
+    _export_to(phoenix, project, monkeypatch, "http/protobuf")
+    lease = {"step_lease_s": "8", "task_time_limit_s": "6", "reaper_interval_s": "1", "ready_grace_s": "5"}
+    with deploy(tmp_path, pg_url, redis_db, _slow_first_step, worker_names=("w1", "w2"), **lease) as d:
+        key = d.key("acme")
+        job_id = _submit(d, key, "[wf:chain] survive a crash", None)
+
+        def holder() -> str | None:
+            with d.runtime.sessions() as s:
+                query = select(Step.lease_holder).where(
+                    Step.job_id == job_id, Step.step_index == 0, Step.status == "running"
+                )
+                return s.scalar(query)
+
+        wait_for("step 0 to start", lambda: holder() is not None, 60, every=0.1)
+        time.sleep(1.0)  # its model call is in flight at the scripted server
+        d.workers[str(holder()).split("@")[0]].kill()  # the whole worker process, mid-call
+        _wait_done(d, key, [job_id], timeout=120)
+        with d.runtime.sessions() as s:
+            trace_id = (s.get_one(Job, job_id).traceparent or "-").split("-")[1]
+            first = s.scalars(select(Step).where(Step.job_id == job_id, Step.step_index == 0)).one()
+            assert first.attempts == 2  # the reaper re-sent it and the other worker ran it
+
+        def arrived() -> bool:
+            spans = (
+                [s for s in phoenix.spans(project) if s.trace_id == trace_id] if project in phoenix.projects() else []
+            )
+            return (
+                any(s.name == "conductor.job" for s in spans)
+                and sum(s.name == "conductor.run_step" for s in spans) >= 2
+            )
+
+        wait_for("the job's spans in Phoenix", arrived, 30)
+        time.sleep(1.5)  # anything late (a duplicate) would show below
+    spans = phoenix.spans(project)
+
+    # Every span naming this job is in its one trace, and every parent arrived: the API's request span is its root.
+    assert {s.trace_id for s in spans if s.attributes.get("conductor.job.id") == job_id} == {trace_id}
+    in_trace = [s for s in spans if s.trace_id == trace_id]
+    assert_no_orphans(in_trace, None)
+    job = one(in_trace, "conductor.job")
+    (round_,) = children(in_trace, job)
+    # The re-run hangs under the same round as the first step's other attempt would have, beside step 1.
+    step_spans = [s for s in in_trace if s.name == "conductor.run_step"]
+    assert all(s.parent_id == round_.span_id for s in step_spans)
+    assert sorted(s.attributes["conductor.step.index"] for s in step_spans) == [0, 1]

@@ -8,7 +8,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -38,6 +38,7 @@ class Deployment:
     env: dict[str, str]
     home: Path
     port: int
+    workers: dict[str, Proc] = field(default_factory=dict)  #: the worker processes, by name (beat rides on the first)
 
     def start_api(self) -> Proc:
         """A new `conductor api` process on the same port (after `api.kill()`, say)."""
@@ -91,9 +92,9 @@ def deploy(
     runtime.migrate()
     try:
         # Beat sweeps the batches (expire, finalize, lost reads): the API process holds no work.
-        with workers(env, home, list(worker_names), queues=queues, concurrency=concurrency, beat=True):
+        with workers(env, home, list(worker_names), queues=queues, concurrency=concurrency, beat=True) as procs:
             api = Proc("api", ["api", "--port", str(port)], env, home / "api.log")
-            d = Deployment(f"http://127.0.0.1:{port}/v1", server, runtime, api, env, home, port)
+            d = Deployment(f"http://127.0.0.1:{port}/v1", server, runtime, api, env, home, port, procs)
             try:
                 wait_http(f"http://127.0.0.1:{port}/openapi.json", api)
                 yield d
