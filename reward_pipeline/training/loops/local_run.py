@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import yaml
 
 from conductor.app.service import Service
-from conductor.config.pool import BUNDLED
+from conductor.config.pool import BUNDLED, ConductorSpec, load_pool
 from conductor.config.settings import Settings
 from conductor.domain.problem import Problem
 from conductor.domain.tools import TOOL_PROVIDER
@@ -157,7 +157,8 @@ def run_local(
                 dev = dev_problems(data_dir)[: cfg.dev_limit]
             base_model = model_dir(settings.model_cache)
             ctx_log = _tee(log, report_dir / "events.jsonl")
-            start = _warmup_gate(GateContext(rollouts, gateway, serving, registry, ctx_log), dev, cfg)
+            gating = GateContext(rollouts, gateway, serving, registry, ctx_log)
+            start = _warmup_gate(gating, dev, cfg, shipped=load_pool(BUNDLED / "local.yaml").conductor)
             baselines = evaluate_workers(rollouts, gateway.pool, dev, tag="dev-baseline")
             ctx_log({"event": "dev_baselines", "workers": baselines})
             from transformers import AutoTokenizer
@@ -203,14 +204,18 @@ def run_local(
     return summary
 
 
-def _warmup_gate(ctx: GateContext, dev: Sequence[Problem], cfg: LocalRunConfig) -> Policy:
-    """Gate the newest warm-up candidate against the base model and promote it when it passes."""
+def _warmup_gate(
+    ctx: GateContext, dev: Sequence[Problem], cfg: LocalRunConfig, *, shipped: ConductorSpec | None = None
+) -> Policy:
+    """Gate the newest warm-up candidate against the base model and promote it when it passes. `shipped`: the
+    deployed pool's Conductor, whose adapter GRPO continues from where this store has no warm-up of its own
+    (the training pool serves policies by version and carries no adapter)."""
     active = ctx.registry.active()
     if active is not None:
         return start_policy(active)
     candidates = [c for c in ctx.registry.list() if c.stage == "warmup" and c.status == "candidate"]
     if not candidates:  # no warm-up here: GRPO continues from what the pool serves
-        return continue_from(ctx.registry, ctx.gateway.pool.conductor)
+        return continue_from(ctx.registry, shipped)
     warm = candidates[-1]
     decision = gate_and_promote(ctx, Policy(warm.id, Path(warm.path or "")), Policy("base", None), dev, cfg.online)
     return Policy(warm.id, Path(warm.path or "")) if decision["passed"] else Policy("base", None)

@@ -237,3 +237,16 @@ def test_training_continues_from_the_adapter_the_pool_ships_while_no_checkpoint_
     # ...and rolling it back returns to the pool's own Conductor (the shipped adapter as the pool serves it).
     assert registry.rollback() is None and registry.active() is None
     assert {c.id: c.status for c in registry.list()} == {"warmup-shipped": "shipped", "grpo-1": "retired"}
+
+
+def test_a_local_run_without_a_warmup_of_its_own_continues_from_the_shipped_adapter(tmp_path, server):
+    # `conductor train online` on a fresh store: its training pool carries no adapter, the deployed pool does.
+    registry = Registry(Runtime(make_settings(tmp_path)).sessions)
+    conductor, path = _shipped(tmp_path, scripted_pool(server.base_url))
+    serving, events = _Serving(), []
+    gating = GateContext(_Rollouts(serving), None, serving, registry, log=events.append)
+
+    start = _warmup_gate(gating, [Problem(question="q")], LocalRunConfig(online=OnlineConfig()), shipped=conductor)
+
+    assert start == Policy("warmup-shipped", path)
+    assert events == [] and registry.active() is None  # nothing to gate: it is what the pool already serves
