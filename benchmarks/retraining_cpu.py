@@ -19,9 +19,13 @@ def load(results: Path) -> tuple[list[dict], dict]:
     cycles = json.loads((results / "cycles.json").read_text())
     summary_path = results / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    warm = next(
-        (json.loads(line) for line in (results / "events.jsonl").read_text().splitlines() if '"gate"' in line), None
-    )
+    events = [json.loads(line) for line in (results / "events.jsonl").read_text().splitlines() if line.strip()]
+    kinds = [e.get("event") for e in events]
+    first_gate = kinds.index("gate") if "gate" in kinds else None
+    # The warm-up's gate comes before any iteration; a run that continued from an existing policy (the shipped
+    # adapter) has none, and its first gate is cycle 1's.
+    before_training = first_gate is not None and "iteration" not in kinds[:first_gate]
+    warm = events[first_gate] if first_gate is not None and before_training else None
     return cycles, {"summary": summary, "warmup_gate": warm}
 
 
@@ -31,6 +35,9 @@ def rows(cycles: list[dict], warmup_gate: dict | None) -> list[dict]:
         for who, label in (("active", "0 (base)"), ("candidate", "0 (warm-up)")):
             d = warmup_gate[who]
             out.append({"cycle": label, "train_parse": None, "train_reward": None, **_dev(d)})
+    elif cycles and "active" in cycles[0]["gate"]:  # no warm-up here: cycle 0 is the policy the run started from
+        start = cycles[0]["gate"]["active"]
+        out.append({"cycle": f"0 ({start['version']})", "train_parse": None, "train_reward": None, **_dev(start)})
     for c in cycles:
         its = c["iterations"]
         out.append(
@@ -230,16 +237,18 @@ def plot_iterations(choice: list[dict], iterations: list[dict], best: dict | Non
 
 def iteration_table(cycles: list[dict], warmup_gate: dict | None) -> list[dict]:
     """Per GRPO iteration, its training reward and (after a cycle's last one) the gated policy's dev
-    accuracy; iteration 0 is the warm-up's gate, where the run has one."""
+    accuracy; iteration 0 is the warm-up's gate, where the run has one, else the policy the run started from
+    (as cycle 1's gate measured it)."""
     out = []
-    if warmup_gate:
-        out.append({"iteration": 0, "reward_mean": None, "dev_accuracy": warmup_gate["candidate"]["accuracy"]})
+    start = warmup_gate["candidate"] if warmup_gate else (cycles[0]["gate"].get("active") if cycles else None)
+    if start:
+        out.append({"iteration": 0, "reward_mean": None, "dev_accuracy": start["accuracy"]})
     for c in cycles:
         for k, it in enumerate(c["iterations"]):
             last = k == len(c["iterations"]) - 1
             out.append(
                 {
-                    "iteration": len(out) + (0 if warmup_gate else 1),
+                    "iteration": len(out) + (0 if start else 1),
                     "reward_mean": it["rollouts"]["reward_mean"],
                     "dev_accuracy": c["gate"]["candidate"]["accuracy"] if last else None,
                 }

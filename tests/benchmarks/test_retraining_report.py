@@ -4,6 +4,7 @@ worker the run measured itself, and tells the calculator's one-step route from a
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "retraining_cpu.py"
@@ -28,6 +29,23 @@ def test_iteration_zero_is_the_warm_up_and_each_cycles_last_iteration_carries_it
         (2, 0.4, 0.55),
     ]
     assert [r["iteration"] for r in report.iteration_table([CYCLE], None)] == [1, 2]
+
+
+def test_a_run_that_continued_from_the_shipped_adapter_starts_at_that_policy_not_at_a_warm_up(tmp_path):
+    # `train online` on a store without a warm-up: the first gate is cycle 1's, after its iterations.
+    cycle = {**CYCLE, "gate": {**CYCLE["gate"], "active": {"version": "shipped-1", "accuracy": 0.42}}}
+    events = [{"event": "dev_baselines"}, {"event": "iteration"}, {"event": "iteration"}, {"event": "gate"}]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (tmp_path / "cycles.json").write_text(json.dumps([cycle]))
+
+    cycles, extra = report.load(tmp_path)
+
+    assert extra["warmup_gate"] is None
+    assert [(r["iteration"], r["dev_accuracy"]) for r in report.iteration_table(cycles, None)] == [
+        (0, 0.42),
+        (1, None),
+        (2, 0.55),
+    ]
 
 
 def test_the_best_single_worker_comes_from_the_runs_own_dev_baselines():
