@@ -77,16 +77,19 @@ def worker_choice(db: Path) -> list[dict]:
     often a single-step workflow on each worker was right."""
     con = sqlite3.connect(db)
     q = """
-    select r.id, r.policy_version, r.n_steps, rw.correct, s.step_index, s.worker_name
+    select r.id, r.policy_version, r.n_steps, rw.correct, s.step_index, s.worker_name,
+           coalesce(json_extract(j.problem, '$.metadata.family'), '-')
     from rounds r join steps s on s.round_id = r.id join jobs j on j.id = r.job_id
     left join rewards rw on rw.chain_id = r.chain_id and rw.source = 'verifier'
     where r.kind = 'plan' and r.parse_status = 'ok' and json_extract(j.options, '$.train') is not null
     order by r.created_at, s.step_index
     """
     plans: dict[str, dict[int, tuple[int, bool, list[str]]]] = {}
-    for round_id, version, n_steps, correct, _, worker in con.execute(q):
+    kind_of: dict[int, str] = {}
+    for round_id, version, n_steps, correct, _, worker, kind in con.execute(q):
         by_round = plans.setdefault(version, {})
         by_round.setdefault(round_id, (n_steps, bool(correct), []))[2].append(worker)
+        kind_of[round_id] = kind
     out = []
     for version, by_round in plans.items():
         steps: dict[str, int] = defaultdict(int)
@@ -105,8 +108,10 @@ def worker_choice(db: Path) -> list[dict]:
                 single[workers[0]][1] += 1
         total = sum(steps.values())
         routes: dict[str, int] = defaultdict(int)
-        for _, _, workers in by_round.values():
+        by_kind: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for round_id, (_, _, workers) in by_round.items():
             routes[route_of(workers)] += 1
+            by_kind[kind_of[round_id]][route_of(workers)] += 1
         out.append(
             {
                 "policy": version,
@@ -117,9 +122,17 @@ def worker_choice(db: Path) -> list[dict]:
                 "last_step": {w: round(n / len(by_round), 2) for w, n in sorted(last.items())},
                 "single_step_accuracy": {w: f"{c}/{n}" for w, (c, n) in sorted(single.items())},
                 "routes": {r: round(n / len(by_round), 2) for r, n in sorted(routes.items())},
+                #: plans per route for each kind of question (the mixed curriculum's families; "-": none)
+                "routes_by_kind": {k: dict(sorted(v.items())) for k, v in sorted(by_kind.items())},
             }
         )
     return out
+
+
+def _route_counts(routes: dict[str, int]) -> str:
+    """`model 3, python 5`: a cell of the per-kind table, routes named by their last words."""
+    short = {r: r.replace("one step, ", "").replace("the ", "") for r in ROUTES}
+    return ", ".join(f"{short.get(r, r)} {n}" for r, n in routes.items()) or "-"
 
 
 #: The one-step route of each tool of the local pool.
@@ -189,6 +202,13 @@ def markdown(table: list[dict], choice: list[dict], unseen: dict) -> str:
         f"last_step={c['last_step']} single={c['single_step_accuracy']} routes={c.get('routes')}"
         for c in choice
     ]
+    kinds = sorted({k for c in choice for k in c.get("routes_by_kind", {})} - {"-"})
+    if kinds:
+        lines += ["", "Plans per route and kind in each training policy's rollouts:", ""]
+        lines += ["| policy | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
+        for c in choice:
+            cells = [_route_counts(c["routes_by_kind"].get(k, {})) for k in kinds]
+            lines.append(f"| {c['policy']} | " + " | ".join(cells) + " |")
     if unseen:
         lines += ["", "| benchmark never trained on | " + " | ".join(unseen) + " |", "|---|" + "---|" * len(unseen)]
         benches = sorted({b for v in unseen.values() for b in v})
