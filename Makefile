@@ -29,14 +29,14 @@ model: setup
 # The first 12 problems of the held-out mixed file (two of each of six kinds, in templates, words and facts the
 # training generator never wrote), run by the trained Conductor with its workflows and a right/wrong mark
 # each: different kinds get different workflows. Then, on the same 12, the pool's two models alone (smol-precise
-# alone is the best fixed route measured on the whole held-out file, README) and Mixture-of-Agents, the
-# strongest multi-step fixed workflow. Problems are the first N of the file, not picked after the fact.
+# is the best single worker on the whole held-out file, README) and Mixture-of-Agents (the best fixed route
+# there, 19 of 120). Problems are the first N of the file, not picked after the fact.
 HELDOUT := reward_pipeline/evaluation/data/mixed_heldout.jsonl
 DEMO_N  ?= 12
 DEMO_BASELINES ?= single:smol-precise,single:smol-creative,moa
 demo: model
 	$(BIN)/conductor run $(HELDOUT) --limit $(DEMO_N) --show-workflows --out results/demo.jsonl
-	@echo "--- the same $(DEMO_N) problems, each pool model alone (the best fixed route) and Mixture-of-Agents:"
+	@echo "--- the same $(DEMO_N) problems: each pool model alone, and Mixture-of-Agents (the best fixed route on all 120):"
 	$(BIN)/conductor eval -b $(HELDOUT) -n $(DEMO_N) -m $(DEMO_BASELINES) -o results/demo-baselines --no-progress
 	@echo "results in results/demo.jsonl and results/demo-baselines/"
 
