@@ -192,8 +192,9 @@ def test_a_step_the_reaper_re_ran_after_its_worker_died_stays_in_the_jobs_one_tr
                 return s.scalar(query)
 
         wait_for("step 0 to start", lambda: holder() is not None, 60, every=0.1)
+        running_on = str(holder()).split("@")[0]  # the lease names its worker: "w1@host"
         time.sleep(1.0)  # its model call is in flight at the scripted server
-        d.workers[str(holder()).split("@")[0]].kill()  # the whole worker process, mid-call
+        d.workers[running_on].kill()  # the whole worker process, mid-call
         _wait_done(d, key, [job_id], timeout=120)
         with d.runtime.sessions() as s:
             trace_id = (s.get_one(Job, job_id).traceparent or "-").split("-")[1]
