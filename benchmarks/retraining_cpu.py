@@ -130,7 +130,7 @@ def worker_choice(db: Path) -> list[dict]:
 
 
 def _route_counts(routes: dict[str, int]) -> str:
-    """`model 3, python 5`: a cell of the per-kind table, routes named by their last words."""
+    """`a model 3, python 5`: a cell of the per-kind table, each route named by its last words."""
     short = {r: r.replace("one step, ", "").replace("the ", "") for r in ROUTES}
     return ", ".join(f"{short.get(r, r)} {n}" for r, n in routes.items()) or "-"
 
