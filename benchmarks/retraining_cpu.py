@@ -21,12 +21,16 @@ def load(results: Path) -> tuple[list[dict], dict]:
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     events = [json.loads(line) for line in (results / "events.jsonl").read_text().splitlines() if line.strip()]
     kinds = [e.get("event") for e in events]
-    first_gate = kinds.index("gate") if "gate" in kinds else None
     # The warm-up's gate comes before any iteration; a run that continued from an existing policy (the shipped
     # adapter) has none, and its first gate is cycle 1's.
-    before_training = first_gate is not None and "iteration" not in kinds[:first_gate]
-    warm = events[first_gate] if first_gate is not None and before_training else None
+    first_gate = kinds.index("gate") if "gate" in kinds else None
+    warm = events[first_gate] if first_gate is not None and "iteration" not in kinds[:first_gate] else None
     return cycles, {"summary": summary, "warmup_gate": warm}
+
+
+def continued_from(cycles: list[dict]) -> dict | None:
+    """Without a warm-up in the run: the policy it started from, as cycle 1's gate measured it."""
+    return cycles[0]["gate"].get("active") if cycles else None
 
 
 def rows(cycles: list[dict], warmup_gate: dict | None) -> list[dict]:
@@ -35,8 +39,7 @@ def rows(cycles: list[dict], warmup_gate: dict | None) -> list[dict]:
         for who, label in (("active", "0 (base)"), ("candidate", "0 (warm-up)")):
             d = warmup_gate[who]
             out.append({"cycle": label, "train_parse": None, "train_reward": None, **_dev(d)})
-    elif cycles and "active" in cycles[0]["gate"]:  # no warm-up here: cycle 0 is the policy the run started from
-        start = cycles[0]["gate"]["active"]
+    elif start := continued_from(cycles):
         out.append({"cycle": f"0 ({start['version']})", "train_parse": None, "train_reward": None, **_dev(start)})
     for c in cycles:
         its = c["iterations"]
@@ -260,7 +263,7 @@ def iteration_table(cycles: list[dict], warmup_gate: dict | None) -> list[dict]:
     accuracy; iteration 0 is the warm-up's gate, where the run has one, else the policy the run started from
     (as cycle 1's gate measured it)."""
     out = []
-    start = warmup_gate["candidate"] if warmup_gate else (cycles[0]["gate"].get("active") if cycles else None)
+    start = warmup_gate["candidate"] if warmup_gate else continued_from(cycles)
     if start:
         out.append({"iteration": 0, "reward_mean": None, "dev_accuracy": start["accuracy"]})
     for c in cycles:

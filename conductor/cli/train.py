@@ -391,19 +391,17 @@ def list_checkpoints() -> None:
 def _echo_shipped(pool: Any) -> None:
     """With no active checkpoint in this store, the Conductor is the pool's own: for the bundled pool, the
     adapter shipped with it, whose record (command, gate, metrics) lies beside it."""
-    import json
+    from reward_pipeline.training.export import record_entry
 
     adapter = pool.conductor.adapter_path()
-    record = adapter / "record.json" if adapter is not None else None
-    if record is None or not record.exists():
+    if adapter is None or not (record := adapter / "record.json").exists():
         typer.echo(f"active policy: the pool's Conductor ({pool.conductor.model}, no adapter)")
         return
-    rec = json.loads(record.read_text())
-    head: dict[str, Any] = next((c for c in rec.get("lineage", []) if c.get("id") == rec.get("checkpoint")), {})
+    head = record_entry(adapter)
     gate = head.get("gate") or {}
     cand, base = gate.get("candidate") or {}, gate.get("active") or {}
     typer.echo(
-        f"{rec.get('checkpoint')}  active    stage={head.get('stage', '-')}  shipped with the pool at {adapter}  "
+        f"{head.get('id', pool.conductor.policy_version)}  active    stage={head.get('stage', '-')}  shipped with the pool at {adapter}  "
         f"gate {'passed' if gate.get('passed') else 'not recorded'}"
     )
     if cand:

@@ -4,6 +4,7 @@ one transaction that every process observes (the gateway reads the active row wi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -74,15 +75,17 @@ class Registry:
         stage: str,
         base_model: str,
         path: Path,
-        config: dict[str, Any],
+        config: dict[str, Any] | None,
         metrics: dict[str, Any],
         data_window: dict[str, Any],
+        status: str = CheckpointStatus.CANDIDATE,
+        gate: dict[str, Any] | None = None,
     ) -> CheckpointView:
         with self.sessions.begin() as s:
             row = Checkpoint(
                 id=id, parent_id=parent_id, stage=stage, base_model=base_model, path=str(path),
                 config=config, metrics={**metrics, "files_sha256": files_digest(path)},
-                data_window=data_window, status=CheckpointStatus.CANDIDATE,
+                data_window=data_window, status=status, gate=gate,
             )  # fmt: skip
             s.add(row)
             s.flush()
@@ -92,19 +95,13 @@ class Registry:
         """The pool's own adapter as a row (once), so that a checkpoint trained from it has a parent that lineage,
         export and rollback can reach. `record`: its exported record's entry for it (stage, config, metrics,
         gate, data window); the row's `files_sha256` ties it to the files that are there now."""
-        with self.sessions.begin() as s:
-            row = s.get(Checkpoint, id)
-            if row is None:
-                row = Checkpoint(
-                    id=id, parent_id=None, stage=record.get("stage") or "shipped",
-                    base_model=record.get("base_model") or "", path=str(path), config=record.get("config"),
-                    metrics={**(record.get("metrics") or {}), "files_sha256": files_digest(path)},
-                    data_window=record.get("data_window") or {}, gate=record.get("gate"),
-                    status=CheckpointStatus.SHIPPED,
-                )  # fmt: skip
-                s.add(row)
-                s.flush()
-            return CheckpointView.of(row)
+        with contextlib.suppress(NotFound):
+            return self.get(id)
+        return self.add(
+            id=id, parent_id=None, stage=record.get("stage") or "shipped", base_model=record.get("base_model") or "",
+            path=path, config=record.get("config"), metrics=record.get("metrics") or {},
+            data_window=record.get("data_window") or {}, status=CheckpointStatus.SHIPPED, gate=record.get("gate"),
+        )  # fmt: skip
 
     def get(self, checkpoint_id: str) -> CheckpointView:
         with self.sessions() as s:

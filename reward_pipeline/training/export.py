@@ -6,11 +6,23 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 from conductor.domain.errors import TrainingError
 from reward_pipeline.training.checkpoints import CheckpointView, Registry
 
 WEIGHTS = "adapter_model.safetensors"
+
+
+def record_entry(adapter: Path, checkpoint_id: str | None = None) -> dict[str, Any]:
+    """From the `record.json` an export left beside `adapter`: the lineage entry of `checkpoint_id` (default:
+    the exported checkpoint itself); {} where there is no record or no such entry."""
+    path = adapter / "record.json"
+    if not path.exists():
+        return {}
+    record = json.loads(path.read_text())
+    wanted = checkpoint_id or record.get("checkpoint")
+    return next((c for c in record.get("lineage", []) if c.get("id") == wanted), {})
 
 
 def lineage(registry: Registry, checkpoint_id: str) -> list[CheckpointView]:

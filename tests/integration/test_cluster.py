@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 from collections import Counter
 
 import pytest
@@ -20,7 +19,8 @@ from tasks.dispatch import Dispatcher
 from tests.conftest import default_script
 from tests.support.cluster import cluster_env, workers, write_pool
 from tests.support.pools import scripted_pool
-from tests.support.scripted_llm import Reply, ScriptedLLMServer
+from tests.support.scripted_llm import ScriptedLLMServer
+from tests.support.worker_kill import CHAIN_QUESTION, FAST_REAPER, kill_mid_call, slow_first_step
 
 pytestmark = pytest.mark.services
 
@@ -58,12 +58,7 @@ def test_a_batch_of_twenty_mixed_workflows_completes_on_two_worker_processes(tmp
 
 
 def test_a_worker_killed_mid_step_is_survived_and_each_output_stored_once(tmp_path, pg_url, redis_db):
-    def script(model, messages, body):
-        if model.endswith("scripted-conductor"):
-            return default_script()(model, messages, body)
-        return Reply(f"done: {messages[-1]['content']}", delay_s=4.0 if messages[-1]["content"] == "solve" else 0.1)
-
-    server = ScriptedLLMServer(script).start()
+    server = ScriptedLLMServer(slow_first_step).start()
     pool = scripted_pool(server.base_url)
     pool_file = write_pool(pool, tmp_path / "pool.yaml")
     env = cluster_env(
@@ -72,29 +67,13 @@ def test_a_worker_killed_mid_step_is_survived_and_each_output_stored_once(tmp_pa
         pg_url,
         pool_file,
         recursion="false",
-        step_lease_s="8",
-        task_time_limit_s="6",
-        reaper_interval_s="1",
-        ready_grace_s="5",
+        **FAST_REAPER,
     )
     service = _client(tmp_path, redis_db, pg_url, pool)
     try:
         with workers(env, tmp_path, ["w1", "w2"], beat=True) as procs:
-            job_id, _ = service.submit(Problem(question="[wf:chain] survive a crash"))
-            holder = None
-            deadline = time.monotonic() + 60
-            while holder is None and time.monotonic() < deadline:
-                with service.sessions() as s:
-                    holder = s.scalar(
-                        select(Step.lease_holder).where(
-                            Step.job_id == job_id, Step.step_index == 0, Step.status == "running"
-                        )
-                    )
-                time.sleep(0.1)
-            assert holder, "step 0 never started"
-            victim = holder.split("@")[0]
-            time.sleep(1.0)  # the call is in flight at the scripted server
-            procs[victim].kill()
+            job_id, _ = service.submit(Problem(question=CHAIN_QUESTION))
+            victim = kill_mid_call(service.sessions, job_id, procs)
 
             service.wait([job_id], timeout=120)
             view = service.job(job_id)

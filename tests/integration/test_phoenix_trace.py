@@ -30,6 +30,7 @@ from tests.support.otlp_receiver import ReceivedSpan, assert_fanout_job, assert_
 from tests.support.phoenix import PHOENIX, PhoenixServer
 from tests.support.scripted_llm import Reply, usage
 from tests.support.waiting import wait_for
+from tests.support.worker_kill import CHAIN_QUESTION, FAST_REAPER, kill_mid_call, slow_first_step
 
 pytestmark = [pytest.mark.services, pytest.mark.phoenix]
 
@@ -100,7 +101,7 @@ def _wait_done(d: Deployment, key: str, job_ids: list[str], timeout: float = 60.
 def _jobs_arrived(phoenix: PhoenixServer, project: str, traces: list[str]) -> bool:
     """Each trace holds its whole job in Phoenix: the job span and the 9 spans below it (Phoenix inserts
     what it receives in batches, and the job span is written when the job ends)."""
-    spans = phoenix.spans(project) if project in phoenix.projects() else []
+    spans = phoenix.spans(project)
     jobs = [s for s in spans if s.name == "conductor.job" and s.trace_id in traces]
     return len(jobs) == len(traces) and all(len(subtree(spans, j)) >= 10 for j in jobs)
 
@@ -167,34 +168,15 @@ def test_a_three_step_jobs_trace_arrives_in_phoenix_with_its_tree_parents_and_to
     )
 
 
-def _slow_first_step(model: str, messages: list[dict], body: dict) -> Reply:
-    """The Conductor's chain plan; its first step's call ("solve") takes long enough to kill its worker."""
-    if model.endswith("scripted-conductor"):
-        return default_script()(model, messages, body)
-    return Reply(f"done: {messages[-1]['content']}", delay_s=4.0 if messages[-1]["content"] == "solve" else 0.1)
-
-
 def test_a_step_the_reaper_re_ran_after_its_worker_died_stays_in_the_jobs_one_trace_in_phoenix(
     tmp_path: Path, pg_url: str, redis_db: str, phoenix: PhoenixServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = PROJECT.format(protocol="reaper")
     _export_to(phoenix, project, monkeypatch, "http/protobuf")
-    lease = {"step_lease_s": "8", "task_time_limit_s": "6", "reaper_interval_s": "1", "ready_grace_s": "5"}
-    with deploy(tmp_path, pg_url, redis_db, _slow_first_step, worker_names=("w1", "w2"), **lease) as d:
+    with deploy(tmp_path, pg_url, redis_db, slow_first_step, worker_names=("w1", "w2"), **FAST_REAPER) as d:
         key = d.key("acme")
-        job_id = _submit(d, key, "[wf:chain] survive a crash", None)
-
-        def holder() -> str | None:
-            with d.runtime.sessions() as s:
-                query = select(Step.lease_holder).where(
-                    Step.job_id == job_id, Step.step_index == 0, Step.status == "running"
-                )
-                return s.scalar(query)
-
-        wait_for("step 0 to start", lambda: holder() is not None, 60, every=0.1)
-        running_on = str(holder()).split("@")[0]  # the lease names its worker: "w1@host"
-        time.sleep(1.0)  # its model call is in flight at the scripted server
-        d.workers[running_on].kill()  # the whole worker process, mid-call
+        job_id = _submit(d, key, CHAIN_QUESTION, None)
+        kill_mid_call(d.runtime.sessions, job_id, d.workers)
         _wait_done(d, key, [job_id], timeout=120)
         with d.runtime.sessions() as s:
             trace_id = (s.get_one(Job, job_id).traceparent or "-").split("-")[1]
@@ -202,9 +184,7 @@ def test_a_step_the_reaper_re_ran_after_its_worker_died_stays_in_the_jobs_one_tr
             assert first.attempts == 2  # the reaper re-sent it and the other worker ran it
 
         def arrived() -> bool:
-            spans = (
-                [s for s in phoenix.spans(project) if s.trace_id == trace_id] if project in phoenix.projects() else []
-            )
+            spans = [s for s in phoenix.spans(project) if s.trace_id == trace_id]
             return (
                 any(s.name == "conductor.job" for s in spans)
                 and sum(s.name == "conductor.run_step" for s in spans) >= 2

@@ -26,7 +26,8 @@ from tests.support.api_deployment import batch_file
 from tests.support.cluster import cluster_env, workers, write_pool
 from tests.support.otlp_receiver import OtlpReceiver, assert_fanout_job, assert_no_orphans, children, one
 from tests.support.pools import scripted_pool
-from tests.support.scripted_llm import Reply, ScriptedLLMServer
+from tests.support.scripted_llm import ScriptedLLMServer
+from tests.support.worker_kill import CHAIN_QUESTION, FAST_REAPER, kill_mid_call, slow_first_step
 
 pytestmark = pytest.mark.services
 
@@ -98,12 +99,7 @@ def test_a_three_step_job_makes_one_trace_under_the_callers_span(tmp_path, pg_ur
 def test_a_step_the_reaper_re_ran_after_its_worker_died_stays_in_the_jobs_one_trace(
     tmp_path, pg_url, redis_db, receiver
 ):
-    def script(model, messages, body):
-        if model.endswith("scripted-conductor"):
-            return default_script()(model, messages, body)
-        return Reply(f"done: {messages[-1]['content']}", delay_s=4.0 if messages[-1]["content"] == "solve" else 0.1)
-
-    server = ScriptedLLMServer(script).start()
+    server = ScriptedLLMServer(slow_first_step).start()
     pool = scripted_pool(server.base_url)
     env = cluster_env(
         tmp_path,
@@ -111,28 +107,13 @@ def test_a_step_the_reaper_re_ran_after_its_worker_died_stays_in_the_jobs_one_tr
         pg_url,
         write_pool(pool, tmp_path / "pool.yaml"),
         recursion="false",
-        step_lease_s="8",
-        task_time_limit_s="6",
-        reaper_interval_s="1",
-        ready_grace_s="5",
+        **FAST_REAPER,
     )
     service = _client(tmp_path, redis_db, pg_url, pool)
     try:
         with workers(env, tmp_path, ["w1", "w2"], beat=True) as procs:
-            job_id, _ = service.submit(Problem(question="[wf:chain] survive a crash"))
-            holder = None
-            deadline = time.monotonic() + 60
-            while holder is None and time.monotonic() < deadline:
-                with service.sessions() as s:
-                    holder = s.scalar(
-                        select(Step.lease_holder).where(
-                            Step.job_id == job_id, Step.step_index == 0, Step.status == "running"
-                        )
-                    )
-                time.sleep(0.1)
-            assert holder, "step 0 never started"
-            time.sleep(1.0)  # the call is in flight at the scripted server
-            procs[holder.split("@")[0]].kill()
+            job_id, _ = service.submit(Problem(question=CHAIN_QUESTION))
+            kill_mid_call(service.sessions, job_id, procs)
             service.wait([job_id], timeout=120)
             view = service.job(job_id)
             assert view["status"] == "done" and view["chains"][0]["rounds"][0]["steps"][0]["attempts"] == 2

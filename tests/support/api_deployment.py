@@ -38,7 +38,7 @@ class Deployment:
     env: dict[str, str]
     home: Path
     port: int
-    workers: dict[str, Proc] = field(default_factory=dict)  #: the worker processes, by name (beat rides on the first)
+    workers: dict[str, Proc] = field(default_factory=dict)  #: the worker processes by name, and "beat"
 
     def start_api(self) -> Proc:
         """A new `conductor api` process on the same port (after `api.kill()`, say)."""

@@ -92,7 +92,9 @@ class PhoenixServer:
         return [p["name"] for p in self._get("/v1/projects")["data"]]
 
     def spans(self, project: str) -> list[ReceivedSpan]:
-        """Every span Phoenix stored in `project`, page by page."""
+        """Every span Phoenix stored in `project`, page by page (none while Phoenix has no such project yet)."""
+        if project not in self.projects():
+            return []
         out: list[ReceivedSpan] = []
         cursor: str | None = None
         while True:

@@ -185,8 +185,8 @@ def _cycle(
     with timed(seconds, "gate_active"):
         # The pool's own adapter is evaluated as it serves (unpinned): a vLLM server holds it under the pool's
         # model name, not under a checkpoint's.
-        own = registry.active() is None
-        active = pinned_eval(rollouts, Policy(start.version, None) if own else start, dev, f"gate:{version}:active")
+        served = Policy(start.version, None) if start.served_by_pool else start
+        active = pinned_eval(rollouts, served, dev, f"gate:{version}:active")
     decision = decide(cand, active, config.gate)
     registry.record_gate(version, decision)
     if decision["passed"]:

@@ -23,7 +23,7 @@ from conductor.store.lineage import TENANTS_KEY
 from conductor.store.models import TrainingCycle
 from reward_pipeline.training.checkpoints import CheckpointView, Registry
 from reward_pipeline.training.dataset import TraceFilter, build_dataset
-from reward_pipeline.training.export import WEIGHTS
+from reward_pipeline.training.export import WEIGHTS, record_entry
 from reward_pipeline.training.gate import GateConfig, PolicyEval, decide, evaluate
 from reward_pipeline.training.grpo import OfflineGRPOTrainer
 from reward_pipeline.training.loops.phases import timed
@@ -53,6 +53,8 @@ class OnlineConfig:
 class Policy:
     version: str
     adapter: Path | None
+    #: the adapter the pool ships, served under the pool's own model name rather than a checkpoint's
+    served_by_pool: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -234,8 +236,7 @@ def continue_from(registry: Registry, conductor: ConductorSpec | None) -> Policy
     adapter = conductor.adapter_path() if conductor is not None else None
     if active is not None or conductor is None or adapter is None or not (adapter / WEIGHTS).exists():
         return start_policy(active)
-    record_file = adapter / "record.json"
-    record = json.loads(record_file.read_text()) if record_file.exists() else {}
-    own: dict[str, Any] = next((c for c in record.get("lineage", []) if c.get("id") == conductor.policy_version), {})
-    registry.add_shipped(id=conductor.policy_version, path=adapter, record=own)
-    return Policy(conductor.policy_version, adapter)
+    registry.add_shipped(
+        id=conductor.policy_version, path=adapter, record=record_entry(adapter, conductor.policy_version)
+    )
+    return Policy(conductor.policy_version, adapter, served_by_pool=True)

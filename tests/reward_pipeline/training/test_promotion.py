@@ -250,3 +250,18 @@ def test_a_local_run_without_a_warmup_of_its_own_continues_from_the_shipped_adap
 
     assert start == Policy("warmup-shipped", path)
     assert events == [] and registry.active() is None  # nothing to gate: it is what the pool already serves
+
+
+def test_on_a_fresh_store_checkpoints_list_shows_the_shipped_adapter_as_the_active_policy(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from conductor.cli.main import app as cli
+    from conductor.config.pool import load_pool
+
+    monkeypatch.setenv("CONDUCTOR_HOME", str(tmp_path))
+    shipped = load_pool(None).conductor  # the bundled local pool and the adapter beside it
+
+    listed = CliRunner().invoke(cli, ["checkpoints", "list"]).stdout.splitlines()
+
+    assert listed[0].startswith(f"{shipped.policy_version}  active    stage=warmup  shipped with the pool at ")
+    assert listed[0].endswith("gate passed") and listed[1].startswith("  dev set: accuracy ")
