@@ -73,8 +73,8 @@ lint: setup
 
 # The CPU retraining run that produces the shipped adapter, on the mixed curriculum (six kinds of question
 # whose best route through the local pool differs: reward_pipeline/training/curriculum.py). Warm-up: every
-# one-step route of 120 problems of each kind and 200 GSM8K word problems is run (models on a private vLLM
-# server, tools in their sandbox) and scored; 960 examples are drawn from the routes that earned reward,
+# one-step route of 200 problems of each kind and 200 GSM8K word problems is run (models on a private vLLM
+# server, tools in their sandbox) and scored; 1,920 examples are drawn from the routes that earned reward,
 # on random renumbered subsets of the pool, a fifth of them replan rounds; SFT one epoch. Then gated
 # against the base model on the mixed dev set through the queue, promoted, probed on unseen benchmarks, the
 # active policy exported beside the local pool, and the report drawn. CYCLES=N adds GRPO cycles on mixed
@@ -85,8 +85,8 @@ SHIPPED    ?= conductor/config/adapters/smollm2-conductor
 CYCLES     ?= 0
 train-local: model vllm-venv
 	mkdir -p $(TRAIN_HOME) && ln -sfn $(abspath .conductor/models) $(TRAIN_HOME)/models
-	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train warmup --mixed 120 --expressions 200 --replan-share 0.2 \
-		--examples 960 --epochs 1 --lr 1e-3
+	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train warmup --mixed 200 --expressions 200 --replan-share 0.2 \
+		--examples 1920 --epochs 1 --lr 1e-3
 	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train online --cycles $(CYCLES) --iterations 2 --problems 6 --samples 8 \
 		--mixed 50 --expressions 100 --lr 2e-4 --report-dir results/train-local
 	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor checkpoints export active --to $(SHIPPED)
