@@ -177,7 +177,8 @@ def score_job(
 
 
 def tool_miss_round_reward(job_id: str, round_id: int, scheme: RewardScheme) -> Reward:
-    """A plan whose answer was a calculator miss: wrong, whatever the fallback then answered."""
+    """A plan whose answer was a tool miss (nothing to run, or the calculator on an input with no number of the
+    question): wrong, whatever the fallback then answered."""
     return Reward(
         job_id=job_id,
         round_id=round_id,
@@ -185,7 +186,7 @@ def tool_miss_round_reward(job_id: str, round_id: int, scheme: RewardScheme) -> 
         correct=False,
         verifier=TOOL_MISS_VERIFIER,
         source="verifier",
-        details={"kind": "round", "reason": "the plan's answer was a calculator miss"},
+        details={"kind": "round", "reason": "the plan's answer was a tool miss"},
     )
 
 

@@ -38,7 +38,7 @@ def _workflow_lines(view: dict) -> list[str]:
             if rnd["parse_error"]:
                 head += f" - {rnd['parse_error']}"
             elif rnd["kind"] == "fallback" and previous is not None and previous["status"] == "done":
-                head += f" - the plan's answer {previous['answer'][:40]!r} was a calculator miss"
+                head += f" - the plan's answer {previous['answer'][:40]!r} was a tool miss"
             lines.append(head)
             previous = rnd
             for st in rnd["steps"]:

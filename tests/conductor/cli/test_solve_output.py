@@ -27,7 +27,7 @@ def test_a_fallback_after_a_calculator_miss_says_what_the_plan_answered():
     assert _workflow_lines(view) == [
         "  sample 0 round 0 (plan): done",
         "    step 0 [calculator] access=[]: '12 * 3 + 4'",
-        "  sample 0 round 1 (fallback): done - the plan's answer '40' was a calculator miss",
+        "  sample 0 round 1 (fallback): done - the plan's answer '40' was a tool miss",
         "    step 0 [smol-precise] access=[]: 'Which planet is largest?'",
     ]
 
