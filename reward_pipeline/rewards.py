@@ -17,7 +17,7 @@ What `score_job` writes, for one job:
   chain's parsed rounds. They are inserted after the chain rewards so that, for the round
   itself, the round reward is the newest match.
 * one **round reward** (`wrong`, verifier ``tool-miss``) per plan the fallback worker answered again
-  because the calculator missed (handed words, or an expression with no number of the question;
+  because a tool missed (found nothing to run, or the calculator got no number of the question;
   `tool_miss_fallback`): the chain's reward is the fallback's answer's, the plan earns what its own
   answer earned.
 
@@ -68,7 +68,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PARSE_VERIFIER = "parse"
-TOOL_MISS_VERIFIER = "tool-miss"  #: `Reward.verifier` of a plan the fallback answered again after a calculator miss
+TOOL_MISS_VERIFIER = "tool-miss"  #: `Reward.verifier` of a plan the fallback answered again after a tool miss
 PARSE_SOURCE = "parse"  #: `Reward.source` of the paper's 0 for an unparseable plan
 FEEDBACK = "feedback"
 

@@ -62,9 +62,9 @@ class Settings(BaseSettings):
 
     tool_miss_fallback: bool = Field(
         True,
-        description="When a Conductor plan's answer is a calculator miss (handed words, or an expression with no "
-        "number of the question), the fallback worker answers the question instead; the plan keeps its own "
-        "reward (wrong).",
+        description="When a Conductor plan's answer is a tool miss (a tool that found nothing to run, or the "
+        "calculator on an expression with no number of the question), the fallback worker answers the question "
+        "instead; the plan keeps its own reward (wrong).",
     )
 
     judge_worker: str | None = Field(

@@ -66,7 +66,7 @@ class Transitions:
         self.sessions = sessions
         self.settings = settings
         self.pool = pool
-        #: Only a pool with a tool worker can have a calculator miss to rescue: others skip the check.
+        #: Only a pool with a tool worker can have a tool miss to rescue: others skip the check.
         self._has_tool = any(w.is_tool for w in pool.workers)
         bind = sessions.kw.get("bind")
         #: PostgreSQL runs some transitions as one statement where SQLite needs two (see `_claim_step`).
@@ -222,7 +222,7 @@ class Transitions:
             .returning(rounds.c.kind, rounds.c.chain_id)
         ).one()
         if kind == RoundKind.PLAN and self._has_tool and self.settings.tool_miss_fallback:
-            chain = self._calculator_missed(s, round_id, chain_id, answer)
+            chain = self._tool_missed(s, round_id, chain_id, answer)
             if chain is not None:
                 rescue = self._start_fallback(s, chain)
                 if rescue is not None:
@@ -235,7 +235,7 @@ class Transitions:
                 return Effects(replans=[self._new_round(s, chain, RoundKind.REPLAN).id])
         return self._finish_chain(s, chain_id, ChainStatus.DONE, answer=answer)
 
-    def _calculator_missed(self, s: Session, round_id: int, chain_id: int, answer: str) -> Chain | None:
+    def _tool_missed(self, s: Session, round_id: int, chain_id: int, answer: str) -> Chain | None:
         """The plan's chain when its answer is a tool with nothing to compute, or the calculator evaluating
         an expression the Conductor wrote (the step saw no earlier step) with no number from the question."""
         if is_tool_miss(answer):

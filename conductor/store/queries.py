@@ -117,7 +117,7 @@ def unparseable_rounds(s: Session, job_id: str) -> list[Round]:
 
 def rescued_plan_rounds(s: Session, job_id: str) -> list[Round]:
     """The job's plans that gave an answer and were still answered again by the fallback worker (their
-    answer was a calculator miss), oldest first. An unparseable plan's round is not DONE, so not here."""
+    answer was a tool miss), oldest first. An unparseable plan's round is not DONE, so not here."""
     rescued = select(Round.chain_id).where(Round.job_id == job_id, Round.kind == RoundKind.FALLBACK.value)
     q = select(Round).where(
         Round.job_id == job_id,
