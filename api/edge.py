@@ -1,5 +1,7 @@
-"""What every request body must be before a route reads it: no larger than its limit (413), and,
-when it is JSON, text a store can hold (400 naming the field); and it must keep coming: a client that
+"""What every request must be before a route reads it: its path and query parameters text a store can
+hold (400 naming the parameter: PostgreSQL refuses a NUL, `%00`, even in a lookup by id); its body no
+larger than its limit (413) and, when it is JSON, text a store can hold (400 naming the field); and it
+must keep coming: a client that
 goes silent mid-body (a host that vanished, a partition that drops its packets) gets a 408 after
 `body_idle_timeout_s` instead of holding a server task and a spooled upload for as long as TCP takes
 to notice. One ASGI middleware, so a route added later is covered too.
@@ -14,6 +16,7 @@ import asyncio
 import json
 import re
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
@@ -34,6 +37,9 @@ class BodyEdge:
         self.settings = settings
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (bad := _unstorable_url(scope)):
+            await _unstorable_answer(bad)(scope, receive, send)
+            return
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
             await self.app(scope, receive, send)
             return
@@ -58,13 +64,27 @@ class BodyEdge:
             await _too_large(limit, upload)(scope, receive, send)
             return
         if bad := _unstorable(body):
-            where, what = bad
-            message = f"{where} {what}; it cannot be stored"
-            await JSONResponse(error_body(message, "invalid_request_error", param=where), status_code=400)(
-                scope, receive, send
-            )
+            await _unstorable_answer(bad)(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
+
+
+def _unstorable_answer(bad: tuple[str, str]) -> JSONResponse:
+    where, what = bad
+    message = f"{where} {what}; it cannot be stored"
+    return JSONResponse(error_body(message, "invalid_request_error", param=where), status_code=400)
+
+
+def _unstorable_url(scope: Scope) -> tuple[str, str] | None:
+    """The path or first query parameter (`query.batch_id`) holding text no store can hold, decoded as
+    the routes will read it (a `%00` is a NUL by then), with what is wrong there; None when all can."""
+    if found := unstorable(scope["path"], "path"):
+        return found
+    query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+    for name, value in query:
+        if found := unstorable({name: value}, "query"):
+            return found
+    return None
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -111,6 +111,44 @@ def test_unstorable_text_is_a_400_naming_the_field_and_writes_nothing(edge: Edge
     assert edge.jobs() == 0
 
 
+def _parameters(edge: Edge) -> list[tuple[str, str, list[str], list[str]]]:
+    """Every operation of the API's schema: method, path template, its path and its string query parameters."""
+    out = []
+    for path, item in edge.client.app.openapi()["paths"].items():  # type: ignore[attr-defined]
+        for method, op in item.items():
+            params = op.get("parameters", [])
+            in_path = [p["name"] for p in params if p["in"] == "path"]
+            in_query = [p["name"] for p in params if p["in"] == "query" and "integer" not in json.dumps(p["schema"])]
+            out.append((method.upper(), path, in_path, in_query))
+    return out
+
+
+def test_a_nul_in_any_path_or_query_parameter_is_a_400_naming_it(edge: Edge):
+    # PostgreSQL refuses a NUL even in a lookup by id: `GET /v1/jobs/a%00b` was a 500 there (SQLite: a 404).
+    checked = []
+    for method, template, in_path, in_query in _parameters(edge):
+        if in_path:
+            url = template
+            for name in in_path:
+                url = url.replace("{" + name + "}", "a%00b")
+            error = _error(edge.client.request(method, url, headers=edge.auth), 400)
+            assert (error["param"], method, template) == ("path", method, template)
+            assert "NUL" in error["message"]
+            checked.append(url)
+        for name in in_query:
+            base = template.replace("{", "").replace("}", "")
+            error = _error(edge.client.request(method, f"{base}?{name}=a%00b", headers=edge.auth), 400)
+            assert (error["param"], method, template) == (f"query.{name}", method, template)
+            checked.append(f"{base}?{name}")
+    assert {
+        "/v1/jobs/a%00b",
+        "/v1/files/a%00b/content",
+        "/v1/jobs?batch_id",
+        "/v1/webhooks/deliveries?subject_id",
+    } <= set(checked)
+    assert edge.jobs() == 0
+
+
 def test_a_budget_past_the_stores_integers_is_a_400_naming_the_field_and_a_derived_one_is_capped(edge: Edge):
     # PostgreSQL's INTEGER budget column: 2**31 tokens failed the insert (a 500; SQLite took it).
     error = _error(edge.post("/v1/jobs", {**_job("[wf:single] hi"), "budget_tokens": 2**31}), 400)
