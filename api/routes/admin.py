@@ -37,4 +37,4 @@ def put_training(tenant: TenantName, body: TrainingChoice, api: Api, _: AdminCal
 
 @router.delete("/{tenant}", response_model=TenantDeletion, responses={409: {"model": ErrorResponse}})
 def delete(tenant: TenantName, api: Api, _: AdminCaller) -> TenantDeletion:
-    return TenantDeletion.model_validate(delete_tenant(api.sessions, tenant).to_json())
+    return TenantDeletion.model_validate(delete_tenant(api.sessions, tenant, api.service.settings.files_path).to_json())

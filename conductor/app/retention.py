@@ -5,9 +5,10 @@ kind), answers and errors of the job, its chains, rounds and steps, the Conducto
 completions (token ids and logprobs are the same text in other form), the workflows' subtasks
 (their workers and access lists stay), step outputs, the texts verifiers and judges left in
 reward details, judgement errors, the Responses API's instructions and metadata, and the webhook
-deliveries about the job. Across the store: files (rows and bytes on disk), webhook deliveries and
-cached worker answers older than the cutoff. Kept: every count, token number, cost, latency,
-status and reward value, so `conductor usage` and `/metrics` read the same afterwards.
+deliveries about the job. Across the store: files (rows and bytes on disk, and the malformed lines
+of ended batches a finalize left behind), webhook deliveries and cached worker answers older than
+the cutoff. Kept: every count, token number, cost, latency, status and reward value, so `conductor
+usage` and `/metrics` read the same afterwards.
 
 A job is done once (`Job.texts_removed_at`), a bounded number per run, so beat's task stays short
 and a backlog is worked off run by run. Jobs still in flight and files of batches still running
@@ -24,6 +25,7 @@ from typing import Any
 from sqlalchemy import delete, null, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from conductor.app.batches.ingest import INVALID_SUFFIX
 from conductor.config.settings import Settings
 from conductor.domain.states import TERMINAL_BATCH
 from conductor.store.models import (
@@ -60,11 +62,11 @@ def run_retention(sessions: sessionmaker[Session], settings: Settings, now: date
     if settings.retention_days is None:
         return RetentionReport()
     cutoff = (now or datetime.now(UTC)) - timedelta(days=settings.retention_days)
-    return remove_texts_before(sessions, cutoff)
+    return remove_texts_before(sessions, cutoff, settings.files_path)
 
 
 def remove_texts_before(
-    sessions: sessionmaker[Session], cutoff: datetime, *, chunk: int = 200, max_jobs: int = 10_000
+    sessions: sessionmaker[Session], cutoff: datetime, files_root: Path, *, chunk: int = 200, max_jobs: int = 10_000
 ) -> RetentionReport:
     jobs = deliveries = 0
     while jobs < max_jobs:
@@ -83,7 +85,7 @@ def remove_texts_before(
     with sessions.begin() as s:
         deliveries += _delete_deliveries(s, WebhookDelivery.created_at < cutoff)
         cached = s.execute(delete(CallCacheEntry).where(CallCacheEntry.created_at < cutoff)).rowcount  # type: ignore[attr-defined]
-        paths = _delete_files(s, cutoff)
+        paths = _delete_files(s, cutoff) + _leftover_invalid_lines(s, files_root, cutoff)
     for path in paths:
         path.unlink(missing_ok=True)
     return RetentionReport(jobs, len(paths), deliveries, cached or 0)
@@ -134,6 +136,22 @@ def _delete_deliveries(s: Session, where: Any) -> int:
     ids = select(WebhookDelivery.id).where(where)
     s.execute(delete(WebhookAttempt).where(WebhookAttempt.delivery_id.in_(ids)))
     return int(s.execute(delete(WebhookDelivery).where(WebhookDelivery.id.in_(ids))).rowcount or 0)  # type: ignore[attr-defined]
+
+
+def _leftover_invalid_lines(s: Session, root: Path, cutoff: datetime) -> list[Path]:
+    """Files of a batch's malformed lines last written before the cutoff whose batch has ended (or is
+    gone): finalizing removes them once their lines are in the error file, but a finalize killed
+    after its commit, or a deployment older than that, leaves them (with a custom_id or more)."""
+    old = {
+        path.name.removesuffix(INVALID_SUFFIX): path
+        for path in root.glob(f"*{INVALID_SUFFIX}")
+        if path.stat().st_mtime < cutoff.timestamp()
+    }
+    if not old:
+        return []
+    ended = [st.value for st in TERMINAL_BATCH]
+    running = set(s.scalars(select(Batch.id).where(Batch.id.in_(old), Batch.status.not_in(ended))))
+    return [path for batch_id, path in old.items() if batch_id not in running]
 
 
 def _delete_files(s: Session, cutoff: datetime) -> list[Path]:

@@ -1,7 +1,8 @@
 """Deleting a tenant: every row and file of it, and the checkpoints its data trained.
 
 Gone: the tenant, its keys, jobs (exploration jobs included), chains, rounds, steps, rewards,
-judgements, batches, files (rows and bytes on disk), webhook deliveries with their attempts, and
+judgements, batches, files (rows and bytes on disk; a batch's malformed lines not yet in its error
+file too), webhook deliveries with their attempts, and
 the cached worker answers its steps produced. The rows go in one transaction, the files after it
 commits (a failed transaction leaves every file in place; a file left behind by a crash after the
 commit has no row pointing at it).
@@ -23,6 +24,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Delete, delete, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from conductor.app.batches.ingest import invalid_path
 from conductor.domain.errors import Conflict, NotFound
 from conductor.store import lineage
 from conductor.store.models import (
@@ -64,8 +66,9 @@ class DeletionReport:
         }
 
 
-def delete_tenant(sessions: sessionmaker[Session], name: str) -> DeletionReport:
-    """Delete the tenant named `name` and everything of it (see the module doc)."""
+def delete_tenant(sessions: sessionmaker[Session], name: str, files_root: Path) -> DeletionReport:
+    """Delete the tenant named `name` and everything of it (see the module doc); `files_root` is the
+    deployment's files directory, where a batch not yet finalized keeps its malformed lines."""
     tenant_id = _revoke_keys(sessions, name)
     with sessions.begin() as s:
         live = s.scalar(select(func.count()).where(Job.tenant_id == tenant_id, Job.status.not_in(TERMINAL))) or 0
@@ -76,12 +79,15 @@ def delete_tenant(sessions: sessionmaker[Session], name: str) -> DeletionReport:
             )
         checkpoints = lineage.trained_by(s, tenant_id)
         paths = _file_paths(s, tenant_id)
+        batches = list(s.scalars(select(Batch.id).where(Batch.tenant_id == tenant_id)))
         rows = _delete_rows(s, tenant_id)
     removed = 0
     for path in paths:
         if path.is_file():
             path.unlink()
             removed += 1
+    for batch_id in batches:  # no row points at these: they are not counted as files
+        invalid_path(files_root, batch_id).unlink(missing_ok=True)
     return DeletionReport(tenant_id, name, rows, removed, checkpoints)
 
 

@@ -85,7 +85,7 @@ def delete(
             raise InputError(f"deleting tenant {tenant} cannot be undone: run again with --yes")
         runtime = Runtime(load_settings())
         try:
-            report = delete_tenant(runtime.sessions, tenant)
+            report = delete_tenant(runtime.sessions, tenant, runtime.settings.files_path)
         finally:
             runtime.close()
         echo_json(report.to_json())

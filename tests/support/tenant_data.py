@@ -60,7 +60,8 @@ def _wait(client: TestClient, path: str, key: str, done: set[str]) -> dict:
 
 def fill(client: TestClient, name: str, marker: str, hook: str) -> Tenant:
     """A job with a reference (scored) and feedback, a chat request, and a Batch API batch from an
-    uploaded file: the marker is in every question and in the file, so also in answers and webhooks."""
+    uploaded file with one line that cannot be stored: the marker is in every question and in the
+    file, so also in answers, webhooks and the batch's error file."""
     sessions = client.app.state.api.sessions  # type: ignore[attr-defined]
     key, tenant_id = create_key(sessions, name, webhook_url=hook)
     h = {"Authorization": f"Bearer {key}"}
@@ -81,6 +82,9 @@ def fill(client: TestClient, name: str, marker: str, hook: str) -> Tenant:
         }
         for i in range(3)
     ]
+    # A line no store can hold: it becomes the batch's error-file line, its custom_id with the marker.
+    unstorable = {"model": "conductor", "messages": [{"role": "user", "content": f"{marker} \x00"}]}
+    lines.append({"custom_id": f"{name}-{marker}", "method": "POST", "url": "/v1/chat/completions", "body": unstorable})
     upload = "\n".join(json.dumps(x) for x in lines).encode()
     f = client.post("/v1/files", headers=h, files={"file": ("in.jsonl", io.BytesIO(upload))}, data={"purpose": "batch"})
     batch = client.post(
@@ -91,7 +95,8 @@ def fill(client: TestClient, name: str, marker: str, hook: str) -> Tenant:
     _wait(client, f"/v1/jobs/{job}", key, {"done"})
     ended = _wait(client, f"/v1/batches/{batch['id']}", key, {"completed"})
     assert client.post(f"/v1/jobs/{job}/feedback", json={"score": "up"}, headers=h).status_code == 200
-    return Tenant(name, marker, key, tenant_id, [job, chat], batch["id"], [f.json()["id"], ended["output_file_id"]])
+    files = [f.json()["id"], ended["output_file_id"], ended["error_file_id"]]
+    return Tenant(name, marker, key, tenant_id, [job, chat], batch["id"], files)
 
 
 @contextmanager

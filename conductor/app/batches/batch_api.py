@@ -301,7 +301,10 @@ class Batches:
                 .where(Batch.id == batch_id, Batch.status == BatchStatus.FINALIZING.value)
                 .values(status=final[0].value, output_file_id=out, error_file_id=err, **{final[1]: utcnow()})
             )
-        return rowcount(closed) == 1
+        if rowcount(closed) != 1:
+            return False
+        invalid_path(self.root, batch_id).unlink(missing_ok=True)  # its lines are in the error file now
+        return True
 
     def _records(self, batch_id: str, reason: str | None) -> Iterator[tuple[str, bool, dict[str, Any]]]:
         """(json line, is-success, record) for every input line, in input order."""

@@ -42,10 +42,13 @@ BATCH_PRIORITY = 3  # below the default (5) and chat (9)
 VALIDATING = BatchStatus.VALIDATING.value
 
 
+INVALID_SUFFIX = ".invalid.jsonl"
+
+
 def invalid_path(root: Path, batch_id: str) -> Path:
-    """Where a batch's malformed lines are kept until its error file is written."""
-    root.mkdir(parents=True, exist_ok=True)
-    return root / f"{batch_id}.invalid.jsonl"
+    """Where a batch's malformed lines are kept until its error file is written (then it is removed:
+    they hold the tenant's text, a custom_id at least, and live on in the error file)."""
+    return root / f"{batch_id}{INVALID_SUFFIX}"
 
 
 class BatchReader:
@@ -208,6 +211,7 @@ def error_lines(path: Path, upto: int) -> Iterator[dict[str, Any]]:
 
 def _append(path: Path, lines: list[str]) -> None:
     """Append whole lines, after a line a killed reader may have left cut short; flushed to the OS."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("ab") as fh:
         if fh.tell() > 0:
             with path.open("rb") as tail:

@@ -5,6 +5,7 @@ moment, moved forty days back."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,8 +14,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import MetaData, create_engine, select, update
 
+from conductor.app.batches.ingest import invalid_path
 from conductor.app.retention import REMOVED, run_retention
 from conductor.config.settings import Settings
+from conductor.runtime import Runtime
+from conductor.store.models import Batch
 from schedulers.beat import beat_schedule
 from tasks.names import TaskName
 from tests.support.dumps import database_text, files_text
@@ -71,7 +75,7 @@ def test_old_jobs_lose_their_texts_and_keep_their_numbers_while_new_jobs_are_unt
     assert before.count(old.marker) > 10 and before.count(new.marker) > 10
     assert old.marker not in after
     assert after.count(new.marker) == before.count(new.marker)  # the newer jobs are whole
-    assert report.jobs == 5 and report.files == 2 and report.webhook_deliveries >= 2 and report.cached_answers >= 1
+    assert report.jobs == 5 and report.files == 3 and report.webhook_deliveries >= 2 and report.cached_answers >= 1
     assert again.jobs == again.files == again.webhook_deliveries == 0  # nothing is done twice
     assert usage_after == usage_before  # tokens, cost, calls and counts by status
     for job_id in new.job_ids:
@@ -81,6 +85,34 @@ def test_old_jobs_lose_their_texts_and_keep_their_numbers_while_new_jobs_are_unt
         assert was["answer"] and now["answer"] is None and now["status"] == was["status"] == "done"
         assert now["usage"] == was["usage"] and now.get("model_calls") == was.get("model_calls")
     assert REMOVED in after
+
+
+def test_malformed_lines_a_finalize_left_behind_go_once_their_batch_has_ended_and_they_are_old(tmp_path):
+    # Finalizing a batch removes its malformed lines once they are in its error file; a finalize killed
+    # after its commit (or a deployment from before that) leaves them, with the tenant's custom_ids.
+    settings = Settings(home=tmp_path, retention_days=30)
+    runtime = Runtime(settings)
+    runtime.migrate()
+    with runtime.sessions.begin() as s:
+        s.add_all([Batch(id="batch_ended", status="completed"), Batch(id="batch_running", status="in_progress")])
+    forty_days_ago = time.time() - 40 * 86400
+    leftovers = {}
+    for batch_id, age in [
+        ("batch_ended", forty_days_ago),
+        ("batch_running", forty_days_ago),
+        ("batch_gone", forty_days_ago),
+        ("batch_ended_new", time.time()),
+    ]:
+        path = leftovers[batch_id] = invalid_path(settings.files_path, batch_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('{"line": 2, "custom_id": "SECRET-ID-0c0c", "message": "not JSON"}\n')
+        os.utime(path, (age, age))
+
+    report = run_retention(runtime.sessions, settings)
+    runtime.close()
+
+    assert {b for b, path in leftovers.items() if path.exists()} == {"batch_running", "batch_ended_new"}
+    assert report.files == 2
 
 
 def test_beat_runs_retention_only_when_a_retention_is_set(tmp_path):

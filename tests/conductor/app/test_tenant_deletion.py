@@ -15,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from conductor.app.batches.ingest import invalid_path
 from conductor.app.tenants import create_key
 from conductor.cli.main import app as cli
 from conductor.config.settings import Settings
@@ -56,6 +57,8 @@ def test_deleting_a_tenant_leaves_none_of_its_data_and_all_of_anothers(deploymen
     while len(receiver.requests) < 4 and time.monotonic() < deadline:  # a job and a batch event each
         time.sleep(0.1)
     sessions = client.app.state.api.sessions  # type: ignore[attr-defined]
+    for tenant in (acme, globex):  # what a finalize killed after its commit leaves: the malformed lines
+        invalid_path(settings.files_path, tenant.batch_id).write_text(f'{{"custom_id": "{tenant.marker}"}}\n')
     with sessions.begin() as s:  # a checkpoint trained on acme's data, and one on globex's
         s.add(Checkpoint(id="grpo-a", base_model="b", status="active", data_window={"tenants": [acme.tenant_id]}))
         s.add(Checkpoint(id="grpo-g", base_model="b", data_window={"tenants": [globex.tenant_id]}))
@@ -78,12 +81,12 @@ def test_deleting_a_tenant_leaves_none_of_its_data_and_all_of_anothers(deploymen
     rows_naming_it = [line for line in database_text(pg_url).splitlines() if acme.tenant_id in line]
     assert {line.split(":", 1)[0] for line in rows_naming_it} == {"checkpoints"}
     assert after_db.count(globex.marker) == before_db.count(globex.marker) > 10
-    assert globex.marker in after_files
+    assert globex.marker in after_files and invalid_path(settings.files_path, globex.batch_id).exists()
     for file_id in acme.file_ids:
         assert not (settings.files_path / file_id).exists()
     assert all((settings.files_path / f).exists() for f in globex.file_ids)
-    assert report["deleted_rows"]["jobs"] == 5 and report["deleted_rows"]["files"] == 2
-    assert report["deleted_rows"]["tenants"] == 1 and report["files_removed"] == 2
+    assert report["deleted_rows"]["jobs"] == 5 and report["deleted_rows"]["files"] == 3
+    assert report["deleted_rows"]["tenants"] == 1 and report["files_removed"] == 3
     assert report["checkpoints_trained_on_its_data"] == [{"checkpoint": "grpo-a", "status": "active", "directly": True}]
     # the other tenant reads exactly what it read before; the deleted one's key no longer works
     h = {"Authorization": f"Bearer {globex.key}"}
