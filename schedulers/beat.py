@@ -49,6 +49,9 @@ def beat_schedule(settings: Settings) -> dict:
         schedule["retention"] = {
             "task": TaskName.RETENTION.value,
             "schedule": settings.retention_check_s,
+            # The period travels with the task: a worker started without CONDUCTOR_RETENTION_DAYS
+            # would otherwise find nothing to do, run after run, and say nothing.
+            "kwargs": {"retention_days": settings.retention_days},
             "options": {"expires": settings.retention_check_s},
         }
     if settings.retrain_enabled:

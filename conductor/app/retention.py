@@ -57,11 +57,15 @@ class RetentionReport:
     cached_answers: int = 0
 
 
-def run_retention(sessions: sessionmaker[Session], settings: Settings, now: datetime | None = None) -> RetentionReport:
-    """Apply the deployment's `retention_days` (nothing when it is unset)."""
-    if settings.retention_days is None:
+def run_retention(
+    sessions: sessionmaker[Session], settings: Settings, *, days: float | None = None, now: datetime | None = None
+) -> RetentionReport:
+    """Apply a retention of `days` (beat's `retention_days`, sent with its task), else the deployment's
+    `retention_days`; nothing when neither is set."""
+    days = days if days is not None else settings.retention_days
+    if days is None:
         return RetentionReport()
-    cutoff = (now or datetime.now(UTC)) - timedelta(days=settings.retention_days)
+    cutoff = (now or datetime.now(UTC)) - timedelta(days=days)
     return remove_texts_before(sessions, cutoff, settings.files_path)
 
 

@@ -12,15 +12,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from celery import Celery
 from sqlalchemy import MetaData, create_engine, select, update
 
 from conductor.app.batches.ingest import invalid_path
 from conductor.app.retention import REMOVED, run_retention
 from conductor.config.settings import Settings
 from conductor.runtime import Runtime
-from conductor.store.models import Batch
+from conductor.store.models import Batch, File
 from schedulers.beat import beat_schedule
 from tasks.names import TaskName
+from tasks.retention import register_retention
 from tests.support.dumps import database_text, files_text
 from tests.support.tenant_data import api_with_hooks, fill
 
@@ -119,3 +121,27 @@ def test_beat_runs_retention_only_when_a_retention_is_set(tmp_path):
     assert "retention" not in beat_schedule(Settings(home=tmp_path))
     entry = beat_schedule(Settings(home=tmp_path, retention_days=30, retention_check_s=600))["retention"]
     assert entry["task"] == TaskName.RETENTION.value and entry["schedule"] == 600
+
+
+def test_a_worker_applies_the_retention_beat_sends_whatever_its_own_settings_say(tmp_path):
+    # CONDUCTOR_RETENTION_DAYS set where beat runs only: the worker that ran the task read its own
+    # (unset) setting and removed nothing, run after run, without a word.
+    beat = Settings(home=tmp_path, retention_days=30, retention_check_s=600)
+    worker = Runtime(Settings(home=tmp_path))  # no retention_days of its own
+    worker.migrate()
+    old_bytes = worker.settings.files_path / "file-old"
+    old_bytes.parent.mkdir(parents=True, exist_ok=True)
+    old_bytes.write_text("SECRET-OLD-0d0d")
+    with worker.sessions.begin() as s:
+        forty_days_ago = datetime.now(UTC) - timedelta(days=40)
+        s.add(File(id="file-old", purpose="batch", filename="in.jsonl", path=str(old_bytes), created_at=forty_days_ago))
+    app = Celery("retention-test")
+    register_retention(app, worker)
+    entry = beat_schedule(beat)["retention"]
+
+    app.tasks[entry["task"]](*entry.get("args", ()), **entry.get("kwargs", {}))
+    with worker.sessions() as s:
+        left = s.scalars(select(File.id)).all()
+    worker.close()
+
+    assert left == [] and not old_bytes.exists()
