@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from conductor.cli.common import errors_to_exit_codes, load_settings
+from conductor.cli.common import errors_to_exit_codes, load_settings, tenant_choice
 
 keys_app = typer.Typer(no_args_is_help=True, help="API keys: created per tenant, shown once, stored as sha256.")
 
@@ -50,13 +50,19 @@ def keys_create(
     tokens_per_day: int | None = typer.Option(None, help="Tenant quota: tokens per UTC day."),
     usd_per_day: float | None = typer.Option(None, help="Tenant quota: dollars per UTC day."),
     webhook_url: str | None = typer.Option(None, help="Tenant's webhook endpoint for job and batch events."),
+    training: str | None = typer.Option(
+        None,
+        help="Whether the tenant's traces may train the Conductor: on, off, or unset "
+        "(CONDUCTOR_TRAIN_ON_TENANT_DATA decides); as `conductor tenants training`. Not given: unchanged.",
+    ),
 ) -> None:
     """Create an API key and print it once (only its hash is kept), with the tenant's webhook secret."""
-    from conductor.app.tenants import Quotas, create_key
+    from conductor.app.tenants import Quotas, create_key, set_training
     from conductor.runtime import Runtime
     from conductor.store.models import Tenant
 
     with errors_to_exit_codes():
+        agreed = tenant_choice(training) if training is not None else None
         runtime = Runtime(load_settings())
         try:
             quotas = None
@@ -70,6 +76,8 @@ def keys_create(
                 quotas=quotas,
                 webhook_url=webhook_url,
             )
+            if training is not None:
+                set_training(runtime.sessions, tenant, agreed)
             with runtime.sessions() as s:
                 secret = s.get_one(Tenant, tenant_id).webhook_secret
         finally:
@@ -102,16 +110,13 @@ def keys_exploration(
     """Opt a tenant in or out of exploration: extra Conductor samples of its jobs without a reference,
     run after its answer, judged and used for retraining. A tenant never asked is off."""
     from conductor.app.tenants import set_exploration
-    from conductor.domain.errors import InputError
     from conductor.runtime import Runtime
 
-    choices = {"on": True, "off": False, "unset": None}
     with errors_to_exit_codes():
-        if choice not in choices:
-            raise InputError(f"choose on, off or unset, not {choice!r}")
+        agreed = tenant_choice(choice)
         runtime = Runtime(load_settings())
         try:
-            set_exploration(runtime.sessions, tenant, choices[choice])
+            set_exploration(runtime.sessions, tenant, agreed)
         finally:
             runtime.close()
         typer.echo(f"tenant {tenant}: exploration {choice}", err=True)

@@ -178,3 +178,14 @@ def errors_to_exit_codes() -> Iterator[None]:
 
 def echo_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+#: A tenant's yes / no / never-asked choice (training on its traces, exploration), as typed.
+CHOICES: dict[str, bool | None] = {"on": True, "off": False, "unset": None}
+
+
+def tenant_choice(word: str) -> bool | None:
+    """`on`, `off` or `unset` as True, False or None; InputError for anything else."""
+    if word not in CHOICES:
+        raise InputError(f"choose on, off or unset, not {word!r}")
+    return CHOICES[word]

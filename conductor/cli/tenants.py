@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import typer
 
-from conductor.cli.common import echo_json, errors_to_exit_codes, load_settings
+from conductor.cli.common import echo_json, errors_to_exit_codes, load_settings, tenant_choice
 
 app = typer.Typer(no_args_is_help=True, help="Tenants: training consent, listing, deletion.")
-
-_CHOICES = {"on": True, "off": False, "unset": None}
 
 
 def _word(choice: bool | None) -> str:
@@ -54,15 +52,13 @@ def training(
     `train dataset`, beat's cycles, the online loop and `traces export`, and stops its exploration.
     `unset` follows CONDUCTOR_TRAIN_ON_TENANT_DATA (default: on)."""
     from conductor.app.tenants import set_training
-    from conductor.domain.errors import InputError
     from conductor.runtime import Runtime
 
     with errors_to_exit_codes():
-        if choice not in _CHOICES:
-            raise InputError(f"choose on, off or unset, not {choice!r}")
+        agreed = tenant_choice(choice)
         runtime = Runtime(load_settings())
         try:
-            set_training(runtime.sessions, tenant, _CHOICES[choice])
+            set_training(runtime.sessions, tenant, agreed)
         finally:
             runtime.close()
         typer.echo(f"tenant {tenant}: training {choice}", err=True)

@@ -134,3 +134,26 @@ def test_checkpoints_show_and_list_name_the_tenants_whose_data_trained_each(tmp_
     assert one["trained_on"] == trained["grpo-3"]
     assert any(line.startswith("grpo-3") and "tenants=acme,globex" in line for line in listed)
     assert any(line.startswith("legacy-0") and "tenants=- (and unrecorded)" in line for line in listed)
+
+
+def test_a_tenant_can_say_no_when_its_key_is_created_and_change_it_later(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("CONDUCTOR_HOME", str(tmp_path))
+    monkeypatch.setenv("CONDUCTOR_TRAIN_ON_TENANT_DATA", "true")
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(cli, list(args))
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    run("keys", "create", "--tenant", "acme", "--training", "off")
+    run("keys", "create", "--tenant", "globex")
+    run("keys", "create", "--tenant", "acme")  # another key: the choice stands
+    listed = {line.split()[0]: line for line in run("tenants", "list").splitlines()}
+    assert "training=off (trains: no)" in listed["acme"] and "keys=2" in listed["acme"]
+    assert "training=unset (trains: yes)" in listed["globex"]
+
+    run("keys", "create", "--tenant", "acme", "--training", "unset")
+    assert "training=unset (trains: yes)" in run("tenants", "list")
+    refused = CliRunner().invoke(cli, ["keys", "create", "--tenant", "initech", "--training", "never"])
+    assert refused.exit_code != 0 and "choose on, off or unset" in refused.output
+    assert "initech" not in run("tenants", "list")  # nothing created for a choice that is not one
