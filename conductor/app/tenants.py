@@ -115,6 +115,18 @@ def verify_key(sessions: sessionmaker[Session], key: str) -> Principal | None:
         return Principal(tenant_id=row.tenant_id, key_id=row.id, scopes=frozenset(row.scopes or SCOPES))
 
 
+def tenant_id(sessions: sessionmaker[Session], name_or_id: str) -> str:
+    """The id of the tenant named `name_or_id`, or of the one with that id; NotFound for neither
+    (a filter by a tenant that is not there would read as "no data" instead of as the typo it is)."""
+    with sessions() as s:
+        found = s.scalar(select(Tenant.id).where(Tenant.name == name_or_id)) or s.scalar(
+            select(Tenant.id).where(Tenant.id == name_or_id)
+        )
+    if found is None:
+        raise NotFound(f"no tenant {name_or_id}")
+    return found
+
+
 def set_exploration(sessions: sessionmaker[Session], tenant_name: str, agreed: bool | None) -> str:
     """Opt a tenant in (True) or out (False) of exploration, or back to never asked (None: off)."""
     with sessions.begin() as s:

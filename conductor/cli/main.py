@@ -275,11 +275,14 @@ def cluster_status(sysm: System) -> dict:
 @app.command()
 def usage(
     batch: str | None = typer.Option(None, help="Only this batch."),
-    tenant: str | None = typer.Option(None, help="Only this tenant."),
+    tenant: str | None = typer.Option(None, help="Only this tenant (its name or id)."),
 ) -> None:
     """Jobs, tokens, model calls and cost, summed over a batch, a tenant, or everything."""
+    from conductor.app.tenants import tenant_id
+
     with errors_to_exit_codes(), running_system(load_settings(), needs_worker=False) as sysm:
-        echo_json(sysm.service.usage(batch_id=batch, tenant_id=tenant))
+        who = tenant_id(sysm.service.sessions, tenant) if tenant is not None else None
+        echo_json(sysm.service.usage(batch_id=batch, tenant_id=who))
 
 
 @traces_app.command("export")

@@ -274,7 +274,7 @@ def dataset(
     since: datetime | None = typer.Option(None, help="Rounds created at or after (ISO time)."),
     until: datetime | None = typer.Option(None, help="Rounds created before (ISO time)."),
     max_staleness: int | None = typer.Option(None, help="Most promotions between a row's policy and the active one."),
-    tenant: str | None = typer.Option(None, help="Only this tenant's jobs."),
+    tenant: str | None = typer.Option(None, help="Only this tenant's jobs (its name or id)."),
     reward_sources: str | None = typer.Option(
         None, help="Comma-separated reward sources to keep: verifier, judge, feedback, parse (default: all)."
     ),
@@ -284,6 +284,7 @@ def dataset(
     import dataclasses
     import json
 
+    from conductor.app.tenants import tenant_id
     from reward_pipeline.training.dataset import TraceFilter, build_dataset, parse_sources
 
     with errors_to_exit_codes():
@@ -293,7 +294,7 @@ def dataset(
             since=since,
             until=until,
             max_staleness=max_staleness,
-            tenant_id=tenant,
+            tenant_id=tenant_id(runtime.sessions, tenant) if tenant is not None else None,
             reward_sources=sources,
             use_feedback=sources is None or "feedback" in sources,
             train_on_tenant_data=runtime.settings.train_on_tenant_data,

@@ -66,6 +66,24 @@ def test_a_tenant_that_said_no_is_in_no_dataset_and_one_that_never_said_follows_
     assert asked_for.rows == [] and asked_for.excluded["no_training_consent"] == 2  # naming it changes nothing
 
 
+def test_train_dataset_names_a_tenant_as_every_other_command_does(tenants, monkeypatch):
+    # `--tenant acme` was compared with tenant ids: it read as "acme has no traces", 0 rows and 0 excluded.
+    sys, ids, _ = tenants
+    monkeypatch.setenv("CONDUCTOR_HOME", str(sys.settings.home))
+    monkeypatch.setenv("CONDUCTOR_DATABASE_URL", sys.settings.database_url or "")
+
+    def stats(*args: str) -> dict:
+        result = CliRunner().invoke(cli, ["train", "dataset", *args])
+        assert result.exit_code == 0, result.output
+        return dict(json.loads(result.stdout))
+
+    by_name, by_id = stats("--tenant", "acme"), stats("--tenant", ids["acme"])
+    assert by_name == by_id and by_name["rows"] == 0 and by_name["excluded"]["no_training_consent"] == 2
+    assert stats("--tenant", "globex")["tenants"] == [ids["globex"]]
+    typo = CliRunner().invoke(cli, ["train", "dataset", "--tenant", "acmee"])
+    assert typo.exit_code != 0 and "no tenant acmee" in typo.output
+
+
 def test_the_trace_export_and_the_retrain_trigger_leave_out_a_tenant_that_said_no(tenants, tmp_path):
     sys, _, jobs = tenants
     out = tmp_path / "traces.jsonl"
