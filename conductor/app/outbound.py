@@ -47,16 +47,17 @@ def check_url(url: str, policy: Destinations) -> None:
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:
-        raise DestinationRefused(f"webhook_url is not a valid URL: {exc}") from exc
+        raise DestinationRefused(f"webhook_url is not a valid URL: {exc}", param="webhook_url") from exc
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise DestinationRefused("webhook_url must be an http:// or https:// URL with a host")
+        raise DestinationRefused("webhook_url must be an http:// or https:// URL with a host", param="webhook_url")
     try:
         resolve_checked(parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80), policy)
     except DestinationRefused as exc:
         raise DestinationRefused(
             f"webhook_url {parsed.host!r} must resolve to public addresses only (loopback, private, "
             "link-local, multicast, reserved and unspecified ones are refused; an operator can allow "
-            "on-premises receivers with CONDUCTOR_WEBHOOK_ALLOW)"
+            "on-premises receivers with CONDUCTOR_WEBHOOK_ALLOW)",
+            param="webhook_url",
         ) from exc
 
 

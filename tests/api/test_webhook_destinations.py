@@ -122,6 +122,7 @@ def test_every_spelling_of_loopback_is_refused_at_submit(tmp_path, scripted, rec
         jobs = client.get("/v1/jobs", headers=auth).json()["data"]
     assert r.status_code == 400, r.text
     assert "must resolve to public addresses only" in r.json()["error"]["message"]
+    assert r.json()["error"]["param"] == "webhook_url"
     assert jobs == []  # nothing written
     assert receiver.requests == []
 
