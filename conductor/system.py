@@ -26,11 +26,11 @@ from conductor.config.pool import Pool, load_pool
 from conductor.config.settings import Settings
 from conductor.inference.gateway import CallLimiter, Gateway
 from conductor.runtime import Runtime
+from schedulers.beat import embedded_periodic
 from schedulers.limits import cluster_limiter
 from tasks.app import create_app
 from tasks.dispatch import Dispatcher
 from tasks.embedded import EmbeddedWorker
-from tasks.names import TaskName
 from tasks.services import service_for
 
 __all__ = ["System", "celery_app", "running_system", "runtime_for", "service_for"]
@@ -97,7 +97,7 @@ def running_system(
             app,
             concurrency=concurrency or settings.embedded_concurrency,
             reap_every_s=settings.reaper_interval_s,
-            periodic={TaskName.BATCH_SWEEP.value: settings.batch_sweep_s},
+            periodic=embedded_periodic(settings),
         ):
             yield system
     finally:

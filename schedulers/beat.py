@@ -59,6 +59,15 @@ def beat_schedule(settings: Settings) -> dict:
     return schedule
 
 
+def embedded_periodic(settings: Settings) -> dict[str, float]:
+    """Task name -> seconds: what the embedded worker sends itself in beat's place (it has no beat
+    process; its reaper is its own setting): the batch sweep, and retention when one is set."""
+    periodic = {TaskName.BATCH_SWEEP.value: settings.batch_sweep_s}
+    if settings.retention_days is not None:
+        periodic[TaskName.RETENTION.value] = settings.retention_check_s
+    return periodic
+
+
 def _stop_this_process() -> None:
     os.kill(os.getpid(), signal.SIGTERM)  # Celery beat leaves its loop cleanly on SIGTERM
 

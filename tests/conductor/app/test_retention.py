@@ -24,6 +24,8 @@ from schedulers.beat import beat_schedule
 from tasks.names import TaskName
 from tasks.retention import register_retention
 from tests.support.dumps import database_text, files_text
+from tests.support.pools import scripted_pool
+from tests.support.system import embedded_system
 from tests.support.tenant_data import api_with_hooks, fill
 
 
@@ -145,3 +147,24 @@ def test_a_worker_applies_the_retention_beat_sends_whatever_its_own_settings_say
     worker.close()
 
     assert left == [] and not old_bytes.exists()
+
+
+def test_the_embedded_deployment_applies_retention_in_beats_place(tmp_path, scripted):
+    # The embedded worker plays beat's part (reaper, batch sweep) but never sent retention: with
+    # CONDUCTOR_RETENTION_DAYS set, `conductor api` on the embedded default kept every text forever.
+    pool = scripted_pool(scripted.base_url)
+    with embedded_system(tmp_path, pool, retention_days=30, retention_check_s=0.2) as system:
+        old_bytes = system.settings.files_path / "file-old"
+        old_bytes.parent.mkdir(parents=True, exist_ok=True)
+        old_bytes.write_text("SECRET-OLD-0e0e")
+        with system.runtime.sessions.begin() as s:
+            forty_days_ago = datetime.now(UTC) - timedelta(days=40)
+            s.add(
+                File(
+                    id="file-old", purpose="batch", filename="in.jsonl", path=str(old_bytes), created_at=forty_days_ago
+                )
+            )
+        deadline = time.monotonic() + 20
+        while old_bytes.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert not old_bytes.exists()
