@@ -22,7 +22,9 @@ READ_ELSEWHERE = frozenset({"CONDUCTOR_DATA_DIR", "CONDUCTOR_SANDBOX_PYTHON"})
 class Settings(BaseSettings):
     """Every knob of the system. Unknown CONDUCTOR_* variables are rejected, not ignored."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+    # An empty variable means "not set": Compose passes `${CONDUCTOR_X:-}` through as "" when the operator
+    # did not set it, and "" is no valid number of days or list of CIDRs.
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True, env_ignore_empty=True)
 
     home: Path = Field(Path(".conductor"), description="Directory for the embedded database, model cache and logs.")
     database_url: str | None = Field(None, description="SQLAlchemy URL; default: SQLite file in `home`.")

@@ -23,6 +23,15 @@ def test_a_misspelt_variable_is_an_error_not_silently_ignored(monkeypatch):
         Settings()
 
 
+def test_an_empty_variable_means_unset_as_compose_passes_an_unset_one(monkeypatch):
+    # docker-compose.yml passes `${CONDUCTOR_RETENTION_DAYS:-}` through: "" when the operator set nothing.
+    for name in ("RETENTION_DAYS", "WEBHOOK_ALLOW", "TRAIN_ON_TENANT_DATA", "MAX_BODY_BYTES"):
+        monkeypatch.setenv(f"CONDUCTOR_{name}", "")
+    settings = Settings()
+    assert settings.retention_days is None and settings.webhook_allow == ()
+    assert settings.train_on_tenant_data is True and settings.max_body_bytes == 8 << 20
+
+
 def test_a_lease_shorter_than_the_task_time_limit_is_rejected():
     with pytest.raises(ValidationError, match="step_lease_s"):
         Settings(step_lease_s=60, task_time_limit_s=120)
