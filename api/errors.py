@@ -66,7 +66,8 @@ def install(app: FastAPI) -> None:
     async def _domain(_: Request, exc: ConductorError) -> JSONResponse:
         status, kind = next(((s, k) for t, s, k in STATUS if isinstance(exc, t)), (500, "server_error"))
         headers = {"Retry-After": str(int(exc.retry_after + 0.999))} if isinstance(exc, QuotaExceeded) else None
-        return JSONResponse(error_body(str(exc), kind), status_code=status, headers=headers)
+        param = exc.param if isinstance(exc, InputError) else None
+        return JSONResponse(error_body(str(exc), kind, param=param), status_code=status, headers=headers)
 
     async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
         # The driver's message names hosts and ports: logged here, never sent to the client.

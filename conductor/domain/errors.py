@@ -83,7 +83,11 @@ class VllmServerError(ConductorError):
 
 
 class InputError(ConductorError):
-    """A problem file or line cannot be read."""
+    """A problem file, a line or a request cannot be read; `param` names the request field at fault."""
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class DestinationRefused(InputError):

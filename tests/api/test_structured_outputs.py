@@ -291,6 +291,28 @@ def test_a_field_that_would_change_the_answer_and_cannot_be_honoured_is_a_400_na
     assert not worker_calls(h.server), "nothing ran"
 
 
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"logprobs": True}, "logprobs"),
+        ({"n": 2}, "n"),
+        ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
+        ({"frobnicate": 1}, "frobnicate"),
+        ({"tools": [WEATHER, {"type": "custom", "custom": {"name": "x"}}]}, "tools.1.type"),
+        ({"response_format": {"type": "json_object"}, "tools": [WEATHER]}, "tools"),
+    ],
+)
+def test_the_official_client_reads_the_refused_field_from_the_errors_param(
+    client: openai.OpenAI, extra: dict[str, Any], param: str
+):
+    """OpenAI names the field at fault in `error.param`; the SDK hands it to the caller as `.param`."""
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model="conductor", messages=[{"role": "user", "content": "hi"}], extra_body=extra
+        )
+    assert caught.value.param == param
+
+
 def test_responses_refuses_what_it_cannot_honour(h: ApiHarness):
     key = h.key("acme")
     for extra, named in [
