@@ -91,7 +91,7 @@ class Runtime:
 
     @cached_property
     def orchestrator(self) -> Orchestrator:
-        return Orchestrator(self.engine, self.gateway, self.pool)
+        return Orchestrator(self.engine, self.gateway, self.pool, answer_writer=self.settings.fallback_worker)
 
     def migrate(self) -> None:
         """Create or upgrade the schema now rather than on first use."""

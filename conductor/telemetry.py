@@ -38,6 +38,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 __all__ = [
     "CAPTURE_CONTENT_ENV",
     "capture_content",
+    "captures_on_spans",
     "context_of",
     "current_traceparent",
     "enabled",
@@ -89,9 +90,20 @@ def setup(service_name: str = "conductor") -> bool:
     provider = TracerProvider(resource=resource, id_generator=_PinnableIds())
     provider.add_span_processor(BatchSpanProcessor(_exporter()))
     trace.set_tracer_provider(provider)
-    _capture = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
+    _capture = captures_on_spans(os.environ.get(CAPTURE_CONTENT_ENV))
     _enabled = True
     return True
+
+
+#: The values of CAPTURE_CONTENT_ENV that put content on spans: `true` (the instrumentations' first
+#: spelling) and the latest GenAI conventions' modes that include spans; this project emits no events, so
+#: `EVENT_ONLY` (like `NO_CONTENT`, `false` or unset) records none.
+_SPAN_CAPTURE = frozenset({"true", "span_only", "span_and_event"})
+
+
+def captures_on_spans(value: str | None) -> bool:
+    """Whether a CAPTURE_CONTENT_ENV value asks for prompts and answers in span attributes."""
+    return (value or "").strip().lower() in _SPAN_CAPTURE
 
 
 def _exporter() -> Any:

@@ -66,5 +66,5 @@ class ResponseCreate(BaseModel):
         shape = self.text.format.answer_format() if self.text and self.text.format else None
         functions = response_functions(self.tools or [])
         if self.tool_choice not in (None, "none", "auto") and not functions:
-            raise InputError(f"tool_choice {self.tool_choice!r} needs tools")
+            raise InputError(f"tool_choice {self.tool_choice!r} needs tools", param="tool_choice")
         return combine(shape, functions, tool_choice_name(self.tool_choice, "tool_choice"))

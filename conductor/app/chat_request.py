@@ -88,11 +88,11 @@ class ChatCompletionRequest(BaseModel):
         """The format the final answer must have; 400 for a field this API cannot honour."""
         refuse(self.model_extra or {}, REFUSED, KNOBS)
         if self.n > 1:
-            raise InputError("n > 1 is not supported: one request is one job with one answer")
+            raise InputError("n > 1 is not supported: one request is one job with one answer", param="n")
         shape = self.response_format.answer_format() if self.response_format else None
         functions = chat_functions(self.tools or [])
         if self.tool_choice not in (None, "none", "auto") and not functions:
-            raise InputError(f"tool_choice {self.tool_choice!r} needs tools")
+            raise InputError(f"tool_choice {self.tool_choice!r} needs tools", param="tool_choice")
         return combine(shape, functions, tool_choice_name(self.tool_choice, "tool_choice"))
 
 

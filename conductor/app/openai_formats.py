@@ -32,7 +32,10 @@ class ResponseFormat(BaseModel):
     def answer_format(self) -> AnswerFormat | None:
         if self.type == "json_schema":
             if self.json_schema is None:
-                raise InputError("response_format.json_schema is required when its type is json_schema")
+                raise InputError(
+                    "response_format.json_schema is required when its type is json_schema",
+                    param="response_format.json_schema",
+                )
             spec = self.json_schema
             return AnswerFormat.json_schema(spec.json_schema, name=spec.name, strict=bool(spec.strict))
         return AnswerFormat.json_object() if self.type == "json_object" else None
@@ -52,7 +55,9 @@ class TextFormat(BaseModel):
     def answer_format(self) -> AnswerFormat | None:
         if self.type == "json_schema":
             if self.json_schema is None:
-                raise InputError("text.format.schema is required when its type is json_schema")
+                raise InputError(
+                    "text.format.schema is required when its type is json_schema", param="text.format.schema"
+                )
             return AnswerFormat.json_schema(self.json_schema, name=self.name, strict=bool(self.strict))
         return AnswerFormat.json_object() if self.type == "json_object" else None
 
@@ -104,14 +109,16 @@ def tool_choice_name(choice: Any, field: str) -> str | None:
         name = (choice.get("function") or {}).get("name") or choice.get("name")
         if isinstance(name, str) and name:
             return name
-    raise InputError(f"{field} {choice!r} is not supported: use none, auto, required or one function")
+    raise InputError(f"{field} {choice!r} is not supported: use none, auto, required or one function", param=field)
 
 
 def chat_functions(tools: list[ChatTool]) -> list[Function]:
     out = []
     for i, tool in enumerate(tools):
         if tool.type != "function" or tool.function is None:
-            raise InputError(f"tools[{i}]: only function tools are supported, not {tool.type!r}")
+            raise InputError(
+                f"tools[{i}]: only function tools are supported, not {tool.type!r}", param=f"tools.{i}.type"
+            )
         out.append(tool.function.function())
     return out
 
@@ -120,7 +127,9 @@ def response_functions(tools: list[ResponseTool]) -> list[Function]:
     out = []
     for i, tool in enumerate(tools):
         if tool.type != "function":
-            raise InputError(f"tools[{i}]: only function tools are supported, not {tool.type!r}")
+            raise InputError(
+                f"tools[{i}]: only function tools are supported, not {tool.type!r}", param=f"tools.{i}.type"
+            )
         out.append(tool.function())
     return out
 
@@ -130,7 +139,9 @@ def combine(shape: AnswerFormat | None, functions: list[Function], choice: str |
     if not functions or choice is None:
         return shape  # no tools, or tool_choice "none": the answer is never a call
     if shape is not None:
-        raise InputError("response_format (or text.format) together with tools is not supported: send one of them")
+        raise InputError(
+            "response_format (or text.format) together with tools is not supported: send one of them", param="tools"
+        )
     return AnswerFormat.tools(functions, choice)
 
 
@@ -138,6 +149,6 @@ def refuse(fields: dict[str, Any], refused: dict[str, str], knobs: frozenset[str
     """400 naming the first field that would change the answer and cannot be honoured, or is unknown."""
     for name, value in fields.items():
         if name in refused and value not in (None, False, [], {}, ["text"]):
-            raise InputError(f"{name} is not supported: {refused[name]}")
+            raise InputError(f"{name} is not supported: {refused[name]}", param=name)
         if name not in knobs and name not in refused:
-            raise InputError(f"unknown field {name!r}")
+            raise InputError(f"unknown field {name!r}", param=name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from conductor import log_context
-from conductor.app.formatted_answer import formatted_answer
+from conductor.app.formatted_answer import formatted_answer, formatted_from_tool
 from conductor.config.pool import Pool
 from conductor.domain.answer_format import AnswerFormat
 from conductor.domain.effects import Effects, RoundTask
@@ -22,10 +22,12 @@ from conductor.inference.gateway import Gateway
 
 
 class Orchestrator:
-    def __init__(self, engine: Engine, gateway: Gateway, pool: Pool) -> None:
+    def __init__(self, engine: Engine, gateway: Gateway, pool: Pool, *, answer_writer: str | None = None) -> None:
         self.engine = engine
         self.gateway = gateway
         self.pool = pool
+        #: The worker asked first to write a formatted answer from a tool's result (`Pool.answer_writer`).
+        self.answer_writer = answer_writer
 
     def start(self, job_id: str) -> Effects:
         return self.engine.start_job(job_id)
@@ -81,20 +83,23 @@ class Orchestrator:
         log_context.note_job(task.job_id)  # the message carried only the step id
         if engine.runs_nested(task):
             return engine.start_nested(task)
-        as_conductor = pool.is_conductor_index(task.worker_index)
+        worker = None if pool.is_conductor_index(task.worker_index) else task.worker_name
         messages = build_step_messages(task.subtask, task.context)
-
-        def call(messages: list[dict[str, Any]], fmt: AnswerFormat | None = None) -> Completion:
-            if as_conductor:
-                # At the depth cap (or for a formatted answer) the Conductor answers as an ordinary worker.
-                return self.gateway.call_spec(pool.conductor, messages, label="conductor", answer_format=fmt)
-            return self.gateway.call_worker(task.worker_name, messages, answer_format=fmt)
-
         try:
-            if task.answer_format is not None:
-                c = formatted_answer(call, messages, task.answer_format)
+            if task.answer_format is None:
+                c = self._call(worker, messages)
+            elif worker is not None and pool.worker(worker).is_tool:
+                # A program cannot be asked for a format: a model writes the answer from its result.
+                writer = pool.answer_writer(worker, self.answer_writer)
+                c = formatted_from_tool(
+                    lambda m: self._call(worker, m),
+                    lambda m, fmt: self._call(writer, m, fmt),
+                    task.question,
+                    messages,
+                    task.answer_format,
+                )
             else:
-                c = call(messages)
+                c = formatted_answer(lambda m, fmt: self._call(worker, m, fmt), messages, task.answer_format)
         except RateLimited:
             raise  # the task hands the step back and re-queues it; a limit is not a failure
         except ModelCallError as exc:
@@ -108,6 +113,13 @@ class Orchestrator:
             model=f"{c.served_by}={c.model}" if c.served_by != task.worker_name else c.model,
             usage=c.usage(),
         )
+
+    def _call(self, worker: str | None, messages: list[dict[str, Any]], fmt: AnswerFormat | None = None) -> Completion:
+        """A worker's call (its fallbacks included), or with `worker` None the Conductor's as an ordinary
+        worker (at the depth cap, for a formatted answer, or writing one for a pool of tools only)."""
+        if worker is None:
+            return self.gateway.call_spec(self.pool.conductor, messages, label="conductor", answer_format=fmt)
+        return self.gateway.call_worker(worker, messages, answer_format=fmt)
 
     def finalize(self, job_id: str) -> Effects:
         """Close the job; a job whose problem has a reference is then scored."""

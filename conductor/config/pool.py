@@ -209,6 +209,16 @@ class Pool(BaseModel):
                 return w
         raise ConfigError(f"unknown worker {name!r}; pool has {[w.name for w in self.workers]}")
 
+    def answer_writer(self, tool: str, preferred: str | None = None) -> str | None:
+        """The model worker that writes a formatted final answer from a tool's result (a program cannot be
+        asked for JSON or a function call): the tool's own fallback, else `preferred` (the settings'
+        fallback worker), the pool's fallback worker, the first model of the pool; None for a pool of tools
+        only, where the Conductor writes it."""
+        for name in (self.worker(tool).fallback, preferred, self.fallback_worker, *(w.name for w in self.workers)):
+            if name and not self.worker(name).is_tool:
+                return name
+        return None
+
     def name_of(self, index: int) -> str:
         return CONDUCTOR_WORKER_NAME if self.is_conductor_index(index) else self.workers[index].name
 

@@ -67,6 +67,8 @@ class StepTask:
     #: Set on the step that writes a job's final answer (the last step of a top-level round) when the
     #: client asked for a format (`response_format`, `tools`): the step is decoded and checked under it.
     answer_format: AnswerFormat | None = None
+    #: The round's question, which a model is shown when it writes a formatted answer from a tool's result.
+    question: str = ""
 
     @property
     def nested_question(self) -> str:

@@ -83,7 +83,7 @@ class VllmServerError(ConductorError):
 
 
 class InputError(ConductorError):
-    """A problem file or line cannot be read; `param` names the request field at fault, where one is."""
+    """A problem file, a line or a request cannot be read; `param` names the request field at fault."""
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)

@@ -149,6 +149,7 @@ class StepRules(Transitions):
             context=context,
             depth=rnd.depth,
             answer_format=self._answer_format(s, step.job_id) if _writes_answer(step, rnd) else None,
+            question=rnd.question,
         )
         return task, reserved
 

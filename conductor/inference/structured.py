@@ -4,7 +4,9 @@ Where we serve the model (the in-process backend, vLLM) the step is decoded unde
 EBNF text built by xgrammar from the format's JSON Schema, sent as ``structured_outputs.grammar``,
 so both backends mask with the same grammar (vLLM 0.32 and the local backend run the same xgrammar).
 JSON is written without free whitespace: a small model given room for whitespace may spend its
-whole token budget on it. With ``tool_choice: "auto"`` the grammar is a function call or text that
+whole token budget on it, and an integer without bounds is held to the range JSON numbers keep exactly
+(RFC 7493, I-JSON: +-(2**53 - 1)), where a small model may otherwise write digits until its token cap.
+With ``tool_choice: "auto"`` the grammar is a function call or text that
 does not start with ``{``. A hosted API gets its own ``response_format`` or ``tools``, and a function
 call it returns as ``tool_calls`` is written back as the call object the format checks.
 """
@@ -21,6 +23,8 @@ from conductor.inference.grammar import takes_grammar
 
 __all__ = ["answer_text", "request_fields"]
 
+#: The integers every JSON reader keeps exactly (RFC 7493, 2.2).
+SAFE_INTEGER = 2**53 - 1
 #: Text that is not a function call: anything not opening with "{" (nor with blank space before it).
 _TEXT = r"[^{\s][\s\S]*"
 
@@ -62,10 +66,23 @@ def grammar_of(fmt: AnswerFormat) -> str:
     """The EBNF grammar of the answers `fmt` allows."""
     schema = fmt.decoding_schema()
     if schema is not None:
-        return _ebnf(json.dumps(schema), text_too=False)
+        return _ebnf(json.dumps(_bounded(schema)), text_too=False)
     if fmt.kind == "json_object":
         return _ebnf(json.dumps({"type": "object"}), text_too=False, strict=False)
-    return _ebnf(json.dumps(fmt.call_schema()), text_too=True)
+    return _ebnf(json.dumps(_bounded(fmt.call_schema())), text_too=True)
+
+
+def _bounded(schema: Any) -> Any:
+    """`schema` with every integer that has no bound of its own held to +-SAFE_INTEGER."""
+    if isinstance(schema, list):
+        return [_bounded(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _bounded(value) for key, value in schema.items()}
+    if out.get("type") == "integer":
+        out.setdefault("minimum", -SAFE_INTEGER)
+        out.setdefault("maximum", SAFE_INTEGER)
+    return out
 
 
 @lru_cache(maxsize=256)

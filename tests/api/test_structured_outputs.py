@@ -291,6 +291,28 @@ def test_a_field_that_would_change_the_answer_and_cannot_be_honoured_is_a_400_na
     assert not worker_calls(h.server), "nothing ran"
 
 
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"logprobs": True}, "logprobs"),
+        ({"n": 2}, "n"),
+        ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
+        ({"frobnicate": 1}, "frobnicate"),
+        ({"tools": [WEATHER, {"type": "custom", "custom": {"name": "x"}}]}, "tools.1.type"),
+        ({"response_format": {"type": "json_object"}, "tools": [WEATHER]}, "tools"),
+    ],
+)
+def test_the_official_client_reads_the_refused_field_from_the_errors_param(
+    client: openai.OpenAI, extra: dict[str, Any], param: str
+):
+    """OpenAI names the field at fault in `error.param`; the SDK hands it to the caller as `.param`."""
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model="conductor", messages=[{"role": "user", "content": "hi"}], extra_body=extra
+        )
+    assert caught.value.param == param
+
+
 def test_responses_refuses_what_it_cannot_honour(h: ApiHarness):
     key = h.key("acme")
     for extra, named in [
@@ -307,8 +329,8 @@ class Capital(BaseModel):
 
 
 @contextmanager
-def embedded_client(home: Path, pool: Callable[[str], Pool]) -> Iterator[openai.OpenAI]:
-    """The official client on an embedded API whose pool is `pool(URL of a scripted server)`."""
+def embedded_client(home: Path, pool: Callable[[str], Pool]) -> Iterator[tuple[openai.OpenAI, ScriptedLLMServer]]:
+    """The official client on an embedded API whose pool is `pool(URL of a scripted server)`, and that server."""
     server = ScriptedLLMServer(script).start()
     settings = Settings(
         home=home,
@@ -319,9 +341,38 @@ def embedded_client(home: Path, pool: Callable[[str], Pool]) -> Iterator[openai.
     try:
         with TestClient(create_app(settings)) as http:
             key = ApiHarness(http, server, home).key("acme")
-            yield openai.OpenAI(base_url="http://testserver/v1", api_key=key, http_client=http, max_retries=0)
+            yield openai.OpenAI(base_url="http://testserver/v1", api_key=key, http_client=http, max_retries=0), server
     finally:
         server.stop()
+
+
+def tool_first_pool(base_url: str) -> Pool:
+    """The scripted Conductor's one step goes to worker 0, here the calculator; the scripted model is worker 1."""
+    pool = scripted_pool(base_url).model_dump()
+    pool["workers"] = [{"name": "calc", "model": "tool/calculator", "description": "calculator"}, pool["workers"][0]]
+    return Pool.model_validate(pool)
+
+
+def test_a_plan_ending_with_a_tool_gets_its_formatted_answer_written_by_a_model(tmp_path: Path):
+    """The shipped Conductor often hands the last step to python or the calculator, which cannot write JSON
+    or a function call: the tool runs, then a model writes the formatted answer from its result."""
+    with embedded_client(tmp_path, tool_first_pool) as (client, server):
+        done = client.chat.completions.parse(
+            model="conductor", messages=[{"role": "user", "content": "What is 17 * 23?"}], response_format=City
+        )
+        assert done.choices[0].message.parsed == City(name="Paris", population=2_100_000)
+        (writer,) = worker_calls(server)
+        assert "It answered:\n391" in writer.messages[-1]["content"], "the model sees the tool's result"
+        assert writer.body["response_format"]["json_schema"]["schema"]["required"] == ["name", "population"]
+
+        first = client.chat.completions.create(
+            model="conductor",
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+            tools=[WEATHER],
+            tool_choice="required",
+        )
+        assert first.choices[0].finish_reason == "tool_calls"
+        assert [c.function.name for c in first.choices[0].message.tool_calls or []] == ["get_weather"]
 
 
 def local_pool(base_url: str) -> Pool:
@@ -343,7 +394,7 @@ def test_the_local_model_answers_the_official_clients_checks(
         pytest.fail("the local model is missing: run `make model` (the test command does)")
     (tmp_path / "models").symlink_to(MODEL_HOME / "models")
     if deployment == "embedded":
-        with embedded_client(tmp_path, local_pool) as client:
+        with embedded_client(tmp_path, local_pool) as (client, _):
             _local_model_checks(client)
         return
     pg_url, redis_url = request.getfixturevalue("pg_url"), request.getfixturevalue("redis_db")

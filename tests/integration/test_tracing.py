@@ -9,8 +9,10 @@ a step the reaper re-ran after its worker died still lands in that one trace, wi
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -160,15 +162,47 @@ def test_a_traceparent_on_an_api_request_makes_the_jobs_trace_a_child_of_the_cal
     assert request.parent_id == caller_id and request.attributes["http.response.status_code"] == 201
     assert not [k for s in spans for k in s.attributes if "authorization" in k.lower()]
     job = one(spans, "conductor.job")
-    by_id = {s.span_id: s for s in spans}
-    ancestors, at = [], job
-    while at.parent_id in by_id:
-        at = by_id[at.parent_id]
-        ancestors.append(at.name)
-    assert request.name in ancestors and at is request  # the job was submitted while handling the request
+    assert _topmost(spans, job) is request  # the job was submitted while handling the request
     with harness.client.app.state.api.sessions() as s:
         tenant_id = s.get_one(Job, job_id).tenant_id
     assert job.attributes["conductor.tenant.id"] == tenant_id and job.attributes["conductor.job.id"] == job_id
+    assert_no_orphans(spans, caller_id)
+    assert sum(s.name == "conductor.run_step" for s in spans) == 2
+
+
+def _topmost(spans: list, span: Any) -> Any:
+    """The highest ancestor of `span` among `spans` (its parent beyond is the caller's, not received)."""
+    by_id = {s.span_id: s for s in spans}
+    while span.parent_id in by_id:
+        span = by_id[span.parent_id]
+    return span
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/v1/chat/completions", {"model": "conductor", "messages": [{"role": "user", "content": "[wf:chain] 2+2?"}]}),
+        ("/v1/responses", {"model": "conductor", "input": "[wf:chain] 2+2?"}),
+    ],
+)
+def test_a_traceparent_on_a_chat_or_responses_request_makes_the_jobs_trace_a_child_of_the_callers(
+    harness,  # noqa: F811
+    receiver,
+    route: str,
+    body: dict,
+):
+    trace_id, caller_id = f"{secrets.randbits(128):032x}", "00f067aa0ba902b7"
+    answered = harness.client.post(
+        route, json=body, headers=harness.headers(harness.key("acme"), traceparent=f"00-{trace_id}-{caller_id}-01")
+    )
+    assert answered.status_code == 200, answered.text
+    telemetry.force_flush()
+    receiver.wait_for(lambda rx: any(s.name == "conductor.job" for s in rx.trace(trace_id)))
+
+    spans = receiver.trace(trace_id)
+    request = one(spans, f"POST {route}")
+    assert request.parent_id == caller_id
+    assert _topmost(spans, one(spans, "conductor.job")) is request
     assert_no_orphans(spans, caller_id)
     assert sum(s.name == "conductor.run_step" for s in spans) == 2
 

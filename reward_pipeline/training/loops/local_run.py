@@ -158,7 +158,8 @@ def run_local(
             base_model = model_dir(settings.model_cache)
             ctx_log = _tee(log, report_dir / "events.jsonl")
             gating = GateContext(rollouts, gateway, serving, registry, ctx_log)
-            start = _warmup_gate(gating, dev, cfg, shipped=load_pool(BUNDLED / "local.yaml").conductor)
+            board = TrainingBoard(report_dir / "tensorboard")
+            start = _warmup_gate(gating, dev, cfg, shipped=load_pool(BUNDLED / "local.yaml").conductor, board=board)
             baselines = evaluate_workers(rollouts, gateway.pool, dev, tag="dev-baseline")
             ctx_log({"event": "dev_baselines", "workers": baselines})
             from transformers import AutoTokenizer
@@ -167,7 +168,6 @@ def run_local(
             trl_config = make_config(
                 settings.home / "_grpo", learning_rate=cfg.learning_rate, loss_type=cfg.loss_type, seed=cfg.online.seed
             )
-            board = TrainingBoard(report_dir / "tensorboard")
             trainer = OfflineGRPOTrainer(
                 model, AutoTokenizer.from_pretrained(base_model), trl_config, log=_both(ctx_log, board.step)
             )
@@ -205,11 +205,17 @@ def run_local(
 
 
 def _warmup_gate(
-    ctx: GateContext, dev: Sequence[Problem], cfg: LocalRunConfig, *, shipped: ConductorSpec | None = None
+    ctx: GateContext,
+    dev: Sequence[Problem],
+    cfg: LocalRunConfig,
+    *,
+    shipped: ConductorSpec | None = None,
+    board: TrainingBoard | None = None,
 ) -> Policy:
     """Gate the newest warm-up candidate against the base model and promote it when it passes. `shipped`: the
     deployed pool's Conductor, whose adapter GRPO continues from where this store has no warm-up of its own
-    (the training pool serves policies by version and carries no adapter)."""
+    (the training pool serves policies by version and carries no adapter). The decision is cycle 0 on
+    `board` (`cycle/gate/...`): a run with no GRPO cycle (`make train-local`'s default) still has its curve."""
     active = ctx.registry.active()
     if active is not None:
         return start_policy(active)
@@ -218,6 +224,8 @@ def _warmup_gate(
         return continue_from(ctx.registry, shipped)
     warm = candidates[-1]
     decision = gate_and_promote(ctx, Policy(warm.id, Path(warm.path or "")), Policy("base", None), dev, cfg.online)
+    if board is not None:
+        board.cycle(0, gate=decision)
     return Policy(warm.id, Path(warm.path or "")) if decision["passed"] else Policy("base", None)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conductor.config.pool import BUNDLED, CONDUCTOR_WORKER_NAME, load_pool
+from conductor.config.pool import BUNDLED, CONDUCTOR_WORKER_NAME, Pool, load_pool
 from conductor.domain.errors import ConfigError
 
 BAD = sorted((Path(__file__).parent / "bad_pools").glob("*.yaml"))
@@ -162,3 +162,19 @@ def test_a_pool_declares_mcp_servers_whose_tools_are_workers(tmp_path):
     assert pool.mcp_servers["docs"].address == "https://docs.example/mcp"
     with pytest.raises(ConfigError, match="DOCS_TOKEN"):
         pool.mcp_servers["docs"].http_headers()
+
+
+def test_a_formatted_answer_after_a_tool_is_written_by_a_model_worker():
+    """The tool's own fallback if it is a model, else the preferred worker, the pool's fallback worker, the
+    first model of the pool; a pool of tools only leaves it to the Conductor (None)."""
+    local = load_pool("local.yaml")  # fallback_worker: smol-precise
+    assert local.answer_writer("python") == "smol-precise"
+    assert local.answer_writer("calculator", preferred="smol-creative") == "smol-creative"
+    assert local.answer_writer("calculator", preferred="python") == "smol-precise", "a tool cannot write it"
+    pool = local.model_copy(update={"fallback_worker": None})
+    assert pool.answer_writer("python") == "smol-precise", "the first model"
+    tools = {
+        "conductor": {"model": "openai/c"},
+        "workers": [{"name": "calc", "model": "tool/calculator", "description": "c"}],
+    }
+    assert Pool.model_validate(tools).answer_writer("calc") is None

@@ -11,12 +11,14 @@ import pytest
 from conductor.domain.problem import Problem
 from conductor.runtime import Runtime
 from conductor.store.models import Round
+from reward_pipeline.training.board import TrainingBoard
 from reward_pipeline.training.checkpoints import Registry
 from reward_pipeline.training.export import lineage
 from reward_pipeline.training.gate import PolicyEval, decide, evaluate_workers
 from reward_pipeline.training.loops.local_run import LocalRunConfig, _warmup_gate
 from reward_pipeline.training.loops.online import GateContext, OnlineConfig, Policy, continue_from
 from reward_pipeline.training.rollouts import RolloutBatch, Rollouts
+from tests.reward_pipeline.training.test_health import read_board
 from tests.support.pools import scripted_pool
 from tests.support.scripted_llm import Reply, ScriptedLLMServer
 from tests.support.system import embedded_system, make_settings
@@ -163,14 +165,19 @@ class _Rollouts:
         return RolloutBatch(job_ids=[f"j{i}" for i in range(n)], plan_rounds=n, parsed_rounds=parsed, tokens=100 * n)
 
 
-def test_the_warmup_gate_needs_no_trainer_and_promotes_a_candidate_that_passes(tmp_path):
+def _store_with_a_warmup(tmp_path) -> tuple[Registry, _Serving, list[dict], GateContext]:
+    """A store holding one warm-up candidate, and a gate over scripted rollouts in which it passes."""
     registry = Registry(Runtime(make_settings(tmp_path)).sessions)
     registry.add(
         id="warm-1", parent_id=None, stage="warmup", base_model="b", path=_adapter(tmp_path, "warm-1"),
         config={}, metrics={}, data_window={},
     )  # fmt: skip
     serving, events = _Serving(), []
-    gating = GateContext(_Rollouts(serving), None, serving, registry, log=events.append)
+    return registry, serving, events, GateContext(_Rollouts(serving), None, serving, registry, log=events.append)
+
+
+def test_the_warmup_gate_needs_no_trainer_and_promotes_a_candidate_that_passes(tmp_path):
+    registry, serving, events, gating = _store_with_a_warmup(tmp_path)
 
     start = _warmup_gate(gating, [Problem(question=f"q{i}") for i in range(40)], LocalRunConfig(online=OnlineConfig()))
 
@@ -180,6 +187,23 @@ def test_the_warmup_gate_needs_no_trainer_and_promotes_a_candidate_that_passes(t
     # Where the gate's time went is recorded with its decision: the candidate's dev run and the active one's.
     assert set(events[0]["seconds"]) == {"candidate", "active"}
     assert all(s >= 0 for s in events[0]["seconds"].values())
+
+
+def test_the_warmup_gates_decision_is_cycle_0_on_the_runs_tensorboard(tmp_path):
+    """`make train-local` runs `train online --cycles 0`: the gate of its warm-up is the online stage's only
+    decision, and it must still be on the run's board (read back with TensorBoard's own reader)."""
+    _, _, events, gating = _store_with_a_warmup(tmp_path)
+    board = TrainingBoard(tmp_path / "report" / "tensorboard")
+
+    dev = [Problem(question=f"q{i}") for i in range(40)]
+    _warmup_gate(gating, dev, LocalRunConfig(online=OnlineConfig()), board=board)
+    board.close()
+
+    (decision,) = events
+    points = read_board(tmp_path / "report" / "tensorboard")
+    assert points["cycle/gate/passed"] == [(0, 1.0)]
+    assert points["cycle/gate/candidate/accuracy"] == [(0, pytest.approx(decision["candidate"]["accuracy"]))]
+    assert points["cycle/gate/active/parse_rate"] == [(0, pytest.approx(decision["active"]["parse_rate"]))]
 
 
 def _workers_script(model: str, messages: list[dict], body: dict) -> Reply:
