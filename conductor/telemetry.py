@@ -2,7 +2,8 @@
 
 Configured by the standard variables only (`OTEL_EXPORTER_OTLP_ENDPOINT` or
 `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_PROTOCOL` = `http/protobuf` (default) or
-`grpc`, `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_SERVICE_NAME`, `OTEL_BSP_*`). Without an endpoint
+`grpc`, `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_SERVICE_NAME`, `OTEL_BSP_*`; `OTEL_SDK_DISABLED=true` or
+`OTEL_TRACES_EXPORTER=none` turn an endpoint's traces off again). Without an endpoint
 `setup()` installs nothing and `enabled()` is False: the seams test that flag and make no span at
 all, so tracing costs one attribute read per call when off.
 
@@ -25,7 +26,7 @@ import contextlib
 import hashlib
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -66,6 +67,16 @@ def enabled() -> bool:
     return _enabled
 
 
+def requested(env: Mapping[str, str]) -> bool:
+    """Whether the environment asks for traces: an OTLP endpoint is set, and neither the SDK's own switch
+    (`OTEL_SDK_DISABLED=true`) nor `OTEL_TRACES_EXPORTER=none` turns them off, as for any OpenTelemetry SDK."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        return False
+    return any(env.get(name) for name in _ENDPOINTS)
+
+
 def capture_content() -> bool:
     """Whether prompts and answers may go into span attributes (off unless asked)."""
     return _capture
@@ -78,7 +89,7 @@ def tracer() -> Tracer:
 def setup(service_name: str = "conductor") -> bool:
     """Install the OTLP exporter once per process when an endpoint is configured; True when tracing is on."""
     global _enabled, _capture
-    if _enabled or not any(os.environ.get(name) for name in _ENDPOINTS):
+    if _enabled or not requested(os.environ):
         return _enabled
     from opentelemetry.sdk.resources import OTELResourceDetector, Resource
     from opentelemetry.sdk.trace import TracerProvider
