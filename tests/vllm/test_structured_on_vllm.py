@@ -42,7 +42,7 @@ def client(server: VllmServer, tmp_path: Path) -> Iterator[openai.OpenAI]:
         ]
         return Pool.model_validate(spec)
 
-    with embedded_client(tmp_path, pool) as c:
+    with embedded_client(tmp_path, pool) as (c, _):
         yield c
 
 
