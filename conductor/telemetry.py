@@ -46,6 +46,7 @@ __all__ = [
     "new_job_trace",
     "parse_traceparent",
     "pinned_ids",
+    "requested",
     "round_context",
     "setup",
     "stop",

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import typer
 
-from conductor.cli.common import echo_json, errors_to_exit_codes, load_settings, tenant_choice
+from conductor.cli.common import CHOICES, echo_json, errors_to_exit_codes, load_settings, tenant_choice
 
 app = typer.Typer(no_args_is_help=True, help="Tenants: training consent, listing, deletion.")
 
 
+_WORDS = {agreed: word for word, agreed in CHOICES.items()}
+
+
 def _word(choice: bool | None) -> str:
-    return {True: "on", False: "off", None: "unset"}[choice]
+    return _WORDS[choice]
 
 
 @app.command("list")
