@@ -54,7 +54,21 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "piece of furniture": ("chair", "table", "sofa", "bed", "desk", "shelf", "wardrobe", "stool"),
     "body part": ("hand", "foot", "elbow", "knee", "nose", "ear", "shoulder", "finger"),
     "drink": ("water", "milk", "tea", "coffee", "juice", "lemonade", "soda", "cocoa"),
+    "vegetable": ("carrot", "potato", "onion", "cabbage", "pea", "spinach", "lettuce", "broccoli"),
+    "shape": ("circle", "square", "triangle", "rectangle", "oval", "hexagon", "star", "diamond"),
+    "tool": ("hammer", "saw", "drill", "wrench", "screwdriver", "shovel", "axe", "pliers"),
+    "room of a house": ("kitchen", "bedroom", "bathroom", "hallway", "attic", "cellar", "garage", "lounge"),
+    "flower": ("rose", "tulip", "daisy", "lily", "sunflower", "daffodil", "orchid", "poppy"),
+    "day of the week": ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"),
 }
+
+#: openings of a category question; more than one, so no single phrasing marks the kind
+_CHOICE_STEMS = (
+    "Which of these is {a} {category}?",
+    "Which one of the following is {a} {category}?",
+    "Which word names {a} {category}?",
+    "One of these is {a} {category}. Which one?",
+)
 
 OPPOSITES = (
     ("hot", "cold"),
@@ -135,6 +149,85 @@ FACTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("A baby cow is called what?", "calf", ("a calf",)),
     ("Which gas do humans breathe in to live?", "oxygen", ()),
     ("Name the season that comes after summer.", "autumn", ("fall",)),
+    # Counts, superlatives and "which one" questions are knowledge too: the list and letter questions
+    # open with "How many" and "the largest", and a bank of only "What is the capital" facts taught the
+    # Conductor that such openings mean a program.
+    ("How many seconds are in a minute?", "60", ("sixty",)),
+    ("How many days are in a leap year?", "366", ()),
+    ("How many legs does an insect have?", "6", ("six",)),
+    ("How many players are on a football team on the field?", "11", ("eleven",)),
+    ("How many continents are on Earth?", "7", ("seven",)),
+    ("How many colours are in a rainbow?", "7", ("seven",)),
+    ("How many strings does a standard guitar have?", "6", ("six",)),
+    ("How many eyes does a person have?", "2", ("two",)),
+    ("How many arms does an octopus have?", "8", ("eight",)),
+    ("How many planets are in our solar system?", "8", ("eight",)),
+    ("How many years are in a century?", "100", ("one hundred", "a hundred")),
+    ("How many weeks are in a year?", "52", ("fifty-two",)),
+    ("How many corners does a triangle have?", "3", ("three",)),
+    ("How many fingers are on one hand?", "5", ("five",)),
+    ("How many letters are in the English alphabet?", "26", ("twenty-six",)),
+    ("What is the largest animal on land?", "elephant", ("the elephant", "African elephant")),
+    ("What is the largest country in the world by area?", "Russia", ()),
+    ("What is the largest desert in Africa?", "Sahara", ("the Sahara", "Sahara Desert")),
+    ("What is the smallest planet in our solar system?", "Mercury", ()),
+    ("What is the fastest land animal?", "cheetah", ("the cheetah", "a cheetah")),
+    ("What is the hottest planet in our solar system?", "Venus", ()),
+    ("What is the longest river in South America?", "Amazon", ("the Amazon", "Amazon River")),
+    ("Which is the biggest bone in the human body?", "femur", ("the femur", "thigh bone")),
+    ("Which is the tallest mountain in the world?", "Mount Everest", ("Everest",)),
+    ("Which is the coldest continent?", "Antarctica", ()),
+    ("Which is the largest bird in the world?", "ostrich", ("the ostrich",)),
+    ("Which planet has the most famous rings?", "Saturn", ()),
+    ("Which planet is closest to Earth in size?", "Venus", ()),
+    ("What is the third planet from the Sun?", "Earth", ()),
+    ("What do pandas mostly eat?", "bamboo", ()),
+    ("What do spiders spin?", "webs", ("web", "a web", "silk")),
+    ("What do hens lay?", "eggs", ("egg",)),
+    ("What is the main ingredient of guacamole?", "avocado", ("avocados",)),
+    ("What is the chemical formula of water?", "H2O", ()),
+    ("What is the symbol for the element oxygen?", "O", ()),
+    ("What is the currency of Japan?", "yen", ("the yen", "Japanese yen")),
+    ("What is the currency of the United States?", "dollar", ("US dollar", "the dollar")),
+    ("What language do people speak in Germany?", "German", ()),
+    ("What language do people speak in Italy?", "Italian", ()),
+    ("What language do people speak in Mexico?", "Spanish", ()),
+    ("Which continent is France in?", "Europe", ()),
+    ("Which continent is China part of?", "Asia", ()),
+    ("On which continent is Brazil?", "South America", ()),
+    ("Which country is home to the kangaroo?", "Australia", ()),
+    ("Which country gave the Statue of Liberty to the United States?", "France", ()),
+    ("In which city is the Colosseum?", "Rome", ()),
+    ("In which city is Big Ben?", "London", ()),
+    ("Who discovered penicillin?", "Alexander Fleming", ("Fleming",)),
+    ("Who developed the theory of relativity?", "Albert Einstein", ("Einstein",)),
+    ("Who invented the telephone?", "Alexander Graham Bell", ("Bell", "Graham Bell")),
+    ("Who wrote Hamlet?", "William Shakespeare", ("Shakespeare",)),
+    ("Who was the first President of the United States?", "George Washington", ("Washington",)),
+    ("What is a baby horse called?", "foal", ("a foal", "colt", "filly")),
+    ("What is a baby frog called?", "tadpole", ("a tadpole",)),
+    ("What is a group of wolves called?", "pack", ("a pack",)),
+    ("What do you call a baby bear?", "cub", ("a cub",)),
+    ("What colour is a ripe strawberry?", "red", ()),
+    ("What colour are most leaves in summer?", "green", ()),
+    ("What colour is milk?", "white", ()),
+    ("What is the opposite of east?", "west", ()),
+    ("Which day comes after Monday?", "Tuesday", ()),
+    ("Which month comes before March?", "February", ()),
+    ("Which season is the coldest?", "winter", ()),
+    ("What do we call the Moon when it is a full circle?", "full moon", ("a full moon",)),
+    ("What force pulls things towards the ground?", "gravity", ()),
+    ("What part of the plant takes in water from the soil?", "roots", ("root", "the roots")),
+    ("What organ do we use to breathe?", "lungs", ("lung", "the lungs")),
+    ("What organ do we think with?", "brain", ("the brain",)),
+    ("What is the hardest natural substance?", "diamond", ("diamonds",)),
+    ("What is the boiling point of water in degrees Fahrenheit?", "212", ("212 degrees",)),
+    ("Name the author of Harry Potter.", "J. K. Rowling", ("J.K. Rowling", "Rowling", "JK Rowling")),
+    ("Name the ocean on the west coast of the United States.", "Pacific", ("Pacific Ocean", "the Pacific")),
+    ("Name the animal that gives us wool.", "sheep", ("a sheep",)),
+    ("Name the metal used in most electric wires.", "copper", ()),
+    ("Tell me which animal is called the ship of the desert.", "camel", ("the camel", "a camel")),
+    ("Tell me the name of our galaxy.", "Milky Way", ("the Milky Way",)),
 )
 
 _LETTERS = "aeiourstnlm"
@@ -320,7 +413,8 @@ def _choice(rng: random.Random, i: int) -> Problem:
         right = rng.choice(CATEGORIES[category])
         others = [c for c in CATEGORIES if c != category]
         wrong = [rng.choice(CATEGORIES[c]) for c in rng.sample(others, 3)]
-        stem = f"Which of these is a {category}?"
+        a = "an" if category[0] in "aeiou" else "a"
+        stem = rng.choice(_CHOICE_STEMS).format(a=a, category=category)
     else:
         word, right = rng.choice(OPPOSITES)
         pool = [b for a, b in OPPOSITES if b != right] + [a for a, _ in OPPOSITES if a != word]

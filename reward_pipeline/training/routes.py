@@ -130,15 +130,23 @@ def load_trials(path: Path) -> dict[str, list[RouteTrial]]:
     return out
 
 
-def pool_subsets(pool: Pool, rng: random.Random, *, keep: float = 0.7, full_share: float = 0.3) -> list[WorkerSpec]:
-    """A random subset of the pool in a random order (ids renumbered), with at least one model; with
-    probability ``full_share`` the pool as deployed, so the production prompt is seen as it is."""
+def pool_subsets(
+    pool: Pool, rng: random.Random, *, keep: float = 0.7, full_share: float = 0.15, shuffle_share: float = 0.5
+) -> list[WorkerSpec]:
+    """A random subset of the pool (ids renumbered), with at least one model; with probability
+    ``full_share`` the pool as deployed, so the production prompt is seen as it is.
+
+    A subset is in a random order with probability ``shuffle_share``, otherwise in the pool's own order,
+    as a deployment that drops a worker from its pool file shows it. With a 30% share of the pool as
+    deployed and every subset shuffled, the adapter kept sending string questions to the id python has in
+    the full pool: it learned ids more than it read descriptions."""
     if rng.random() < full_share:
         return list(pool.workers)
     while True:
         chosen = [w for w in pool.workers if rng.random() < keep]
         if any(not w.is_tool for w in chosen):
-            rng.shuffle(chosen)
+            if rng.random() < shuffle_share:
+                rng.shuffle(chosen)
             return chosen
 
 

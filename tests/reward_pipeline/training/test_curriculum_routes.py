@@ -154,6 +154,21 @@ def test_a_pool_subset_always_keeps_a_model() -> None:
         assert any(not w.is_tool for w in chosen)
 
 
+def test_pool_subsets_come_in_the_pools_own_order_and_shuffled() -> None:
+    # A deployment that drops a worker keeps the others' order; a shuffled subset makes ids carry nothing.
+    rng = random.Random(0)
+    names = [w.name for w in POOL.workers]
+    kept, shuffled = 0, 0
+    for _ in range(400):
+        chosen = [names.index(w.name) for w in pool_subsets(POOL, rng)]
+        if len(chosen) < len(names):
+            if chosen == sorted(chosen):
+                kept += 1
+            else:
+                shuffled += 1
+    assert kept > 50 and shuffled > 50
+
+
 def test_replan_examples_keep_a_right_answer_and_correct_a_failed_one() -> None:
     p = Problem(
         id="x",
