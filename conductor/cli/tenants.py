@@ -13,11 +13,8 @@ from conductor.cli.common import CHOICES, echo_json, errors_to_exit_codes, load_
 app = typer.Typer(no_args_is_help=True, help="Tenants: training consent, listing, deletion.")
 
 
+#: on/off/unset for a stored consent, the words `tenants training` and `keys create --training` take
 _WORDS = {agreed: word for word, agreed in CHOICES.items()}
-
-
-def _word(choice: bool | None) -> str:
-    return _WORDS[choice]
 
 
 @app.command("list")
@@ -40,7 +37,7 @@ def list_tenants() -> None:
                     trains = "yes" if may_train(t.train_on_data, default) else "no"
                     typer.echo(
                         f"{t.name}  id={t.id}  keys={keys.get(t.id, 0)}  jobs={jobs.get(t.id, 0)}  "
-                        f"training={_word(t.train_on_data)} (trains: {trains})  exploration={_word(t.exploration)}"
+                        f"training={_WORDS[t.train_on_data]} (trains: {trains})  exploration={_WORDS[t.exploration]}"
                     )
         finally:
             runtime.close()

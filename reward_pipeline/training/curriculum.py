@@ -150,8 +150,8 @@ FACTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Which gas do humans breathe in to live?", "oxygen", ()),
     ("Name the season that comes after summer.", "autumn", ("fall",)),
     # Counts, superlatives and "which one" questions are knowledge too: the list and letter questions
-    # open with "How many" and "the largest", and a bank of only "What is the capital" facts taught the
-    # Conductor that such openings mean a program.
+    # open with "How many" and "the largest", and a bank mostly of "What is the capital/colour of" facts
+    # taught the Conductor that such openings mean a program.
     ("How many seconds are in a minute?", "60", ("sixty",)),
     ("How many days are in a leap year?", "366", ()),
     ("How many legs does an insect have?", "6", ("six",)),
@@ -413,8 +413,8 @@ def _choice(rng: random.Random, i: int) -> Problem:
         right = rng.choice(CATEGORIES[category])
         others = [c for c in CATEGORIES if c != category]
         wrong = [rng.choice(CATEGORIES[c]) for c in rng.sample(others, 3)]
-        a = "an" if category[0] in "aeiou" else "a"
-        stem = rng.choice(_CHOICE_STEMS).format(a=a, category=category)
+        article = "an" if category[0] in "aeiou" else "a"
+        stem = rng.choice(_CHOICE_STEMS).format(a=article, category=category)
     else:
         word, right = rng.choice(OPPOSITES)
         pool = [b for a, b in OPPOSITES if b != right] + [a for a, _ in OPPOSITES if a != word]
