@@ -186,30 +186,40 @@ def build_route_examples(
     With ``balance_kinds`` a kind is drawn first (uniformly among the kinds some route solved), then a
     problem of it: each kind weighs the same whatever its number of problems or how often its routes
     earned reward. Drawn by problem instead, the kinds the tools solve every time (arithmetic alone has
-    320 problems) made 86% of the first-round plans, and the adapter then handed facts to python."""
+    320 problems) made 86% of the first-round plans, and the adapter then handed facts to python.
+
+    The pool subset is drawn before the problem, and the problem among those of its kind that some worker
+    *of that subset* solved: a deployment's pool does not depend on the question. Drawn the other way round
+    (problem first, subset redrawn until a route of it had earned reward), a string question was almost
+    never shown without python (the models solve few of them, so nearly every such draw was thrown away):
+    about 6% of the string plans, and the adapter then sent string questions to the calculator when python
+    was left out."""
     rng = random.Random(seed)
     by_kind: dict[str, list[Problem]] = {}
+    solvers: dict[str, set[str]] = {}
     for p in problems:
-        if any(t.correct for t in trials[str(p.id)]):
+        solvers[str(p.id)] = {t.worker for t in trials[str(p.id)] if t.correct}
+        if solvers[str(p.id)]:
             by_kind.setdefault(_family(p), []).append(p)
     kinds = sorted(by_kind)
+    solved_anywhere = [p for kind in kinds for p in by_kind[kind]]
     examples: list[dict[str, Any]] = []
     routes: dict[str, int] = {}
     replans = {"correct": 0, "keep": 0}
     attempts = 0
     while len(examples) < n and attempts < 50 * n:
         attempts += 1
-        if balance_kinds and kinds:
-            within = by_kind[kinds[rng.randrange(len(kinds))]]
-            problem = within[rng.randrange(len(within))]
-        else:
-            problem = problems[rng.randrange(len(problems))]
+        if not kinds:
+            break
         workers = pool_subsets(pool, rng) if randomise_pool else list(pool.workers)
         names = {w.name for w in workers}
+        within = by_kind[kinds[rng.randrange(len(kinds))]] if balance_kinds else solved_anywhere
+        solvable = [p for p in within if solvers[str(p.id)] & names]
+        if not solvable:
+            continue  # no problem of this kind was solved by a worker of this subset
+        problem = solvable[rng.randrange(len(solvable))]
         mine = [t for t in trials[str(problem.id)] if t.worker in names]
         good = [t for t in mine if t.correct]
-        if not good:
-            continue
         cards = _cards(workers)
         # At equal reward the cheaper route: a tool spends no tokens. (Among the routes that earned reward 1,
         # the ones with the fewest model calls; a choice by cost, whatever the kind of question.)

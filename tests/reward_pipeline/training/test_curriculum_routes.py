@@ -147,6 +147,27 @@ def test_plans_for_random_pool_subsets_name_the_workers_of_the_prompt_they_were_
     assert len(shown_sizes) > 1  # subsets of several sizes were shown
 
 
+def test_string_questions_are_shown_without_python_as_often_as_the_pool_leaves_it_out() -> None:
+    # The models solve one letter count in twenty, python all of them. The pool a plan is shown does not
+    # depend on the question: a subset without python (about a quarter of draws) still makes a plan, the one
+    # question a model solved, sent to that model. Drawn problem first, such plans were 10 of these 400.
+    problems = [p for p in mixed_problems(20, seed=6) if p.metadata["family"] == "letters"]
+    answer, index = scripted_answers({problems[0].id})
+    index.update({p.question: p for p in problems})
+    trials = try_routes(problems, POOL, answer=answer, tool=tool)
+    python, calculator = (" ".join(POOL.worker(name).description.split()) for name in ("python", "calculator"))
+    built = build_route_examples(problems, trials, POOL, n=400, max_steps=3, seed=3)
+    without_python = 0
+    for ex in built.examples:
+        lines = [line for line in ex["prompt"][1]["content"].splitlines() if line.startswith("Model ")]
+        if not any(line.endswith(python) for line in lines):
+            without_python += 1
+            wf = parse_workflow(ex["completion"][0]["content"], pool_size=len(lines), max_steps=3, allow_empty=True)
+            assert not any(lines[step.worker].endswith(calculator) for step in wf.steps)
+            assert problems[0].question in ex["prompt"][1]["content"]
+    assert 0.15 < without_python / len(built.examples) < 0.4
+
+
 def test_a_pool_subset_always_keeps_a_model() -> None:
     rng = random.Random(0)
     for _ in range(200):
