@@ -4,15 +4,18 @@ Removed, per job: the question and reference (the problem becomes a placeholder 
 kind), answers and errors of the job, its chains, rounds and steps, the Conductor's prompts and
 completions (token ids and logprobs are the same text in other form), the workflows' subtasks
 (their workers and access lists stay), step outputs, the texts verifiers and judges left in
-reward details, judgement errors, the Responses API's instructions and metadata, and the webhook
-deliveries about the job. Across the store: files (rows and bytes on disk, and the malformed lines
-of ended batches a finalize left behind), webhook deliveries and cached worker answers older than
-the cutoff. Kept: every count, token number, cost, latency, status and reward value, so `conductor
-usage` and `/metrics` read the same afterwards.
+reward details, judgement errors, the Responses API's instructions and metadata, the caller's own
+identifiers and addresses (a Batch line's `custom_id`, a problem's id, the job's webhook URL), and the
+webhook deliveries about the job. Per batch older than the cutoff whose jobs have all ended: its
+metadata and the messages of its malformed lines (their line numbers stay). Across the store: files
+(rows and bytes on disk, and the malformed lines of ended batches a finalize left behind), webhook
+deliveries and cached worker answers older than the cutoff. Kept: every count, token number, cost,
+latency, status and reward value, so `conductor usage` and `/metrics` read the same afterwards.
 
 A job is done once (`Job.texts_removed_at`), a bounded number per run, so beat's task stays short
-and a backlog is worked off run by run. Jobs still in flight and files of batches still running
-are left alone whatever their age.
+and a backlog is worked off run by run. Jobs still in flight and batches still running (and their
+files) are left alone whatever their age. A tenant's webhook URL is the tenant's setting, not traffic:
+it stays until the tenant is deleted.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, null, select, update
+from sqlalchemy import delete, exists, null, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from conductor.app.batches.ingest import INVALID_SUFFIX
@@ -45,8 +48,8 @@ from conductor.store.queries import TERMINAL
 
 #: What a removed text reads as where the column cannot be empty.
 REMOVED = "[removed by retention]"
-#: Job options a caller wrote in their own words (the Responses API's).
-USER_TEXT_OPTIONS = ("instructions", "metadata")
+#: Job options a caller wrote in their own words (the Responses API's; a chat request's stop sequences).
+USER_TEXT_OPTIONS = ("instructions", "metadata", "stop")
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ def remove_texts_before(
             deliveries += _strip_jobs(s, ids)
         jobs += len(ids)
     with sessions.begin() as s:
+        _strip_batches(s, cutoff)
         deliveries += _delete_deliveries(s, WebhookDelivery.created_at < cutoff)
         cached = s.execute(delete(CallCacheEntry).where(CallCacheEntry.created_at < cutoff)).rowcount  # type: ignore[attr-defined]
         paths = _delete_files(s, cutoff) + _leftover_invalid_lines(s, files_root, cutoff)
@@ -102,6 +106,7 @@ def _strip_jobs(s: Session, ids: list[str]) -> int:
         job.problem = {"question": REMOVED, **({"kind": kind} if kind else {})}
         job.options = {k: v for k, v in (job.options or {}).items() if k not in USER_TEXT_OPTIONS}
         job.answer, job.error, job.texts_removed_at = None, None, datetime.now(UTC)
+        job.external_id, job.webhook_url = None, None  # the caller's words too: a custom_id, a URL with a token
     s.execute(update(Chain).where(Chain.job_id.in_(ids)).values(question=REMOVED, answer=None, error=None))
     for rnd in s.scalars(select(Round).where(Round.job_id.in_(ids), Round.workflow.is_not(None))):
         rnd.workflow = _without_subtasks(rnd.workflow or {})
@@ -124,6 +129,19 @@ def _strip_jobs(s: Session, ids: list[str]) -> int:
         reward.details = _numbers_only(reward.details or {})
     s.execute(update(Judgement).where(Judgement.job_id.in_(ids)).values(error=None))
     return _delete_deliveries(s, WebhookDelivery.subject_id.in_(ids))
+
+
+def _strip_batches(s: Session, cutoff: datetime) -> None:
+    """Metadata and malformed-line messages of old batches none of whose jobs is still in flight (a
+    Batch API batch also ended): a message can quote the line (`duplicate custom_id '...'`)."""
+    ended = [st.value for st in TERMINAL_BATCH]
+    in_flight = exists().where(Job.batch_id == Batch.id, Job.status.not_in(TERMINAL))
+    old = select(Batch).where(Batch.created_at < cutoff, (Batch.status.is_(None)) | Batch.status.in_(ended), ~in_flight)
+    for batch in s.scalars(old):
+        if batch.meta is not None:
+            batch.meta = None
+        if any(set(r) - {"line"} for r in batch.rejected or []):
+            batch.rejected = [{"line": r.get("line")} for r in batch.rejected]
 
 
 def _without_subtasks(workflow: dict[str, Any]) -> dict[str, Any]:

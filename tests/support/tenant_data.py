@@ -59,14 +59,21 @@ def _wait(client: TestClient, path: str, key: str, done: set[str]) -> dict:
 
 
 def fill(client: TestClient, name: str, marker: str, hook: str) -> Tenant:
-    """A job with a reference (scored) and feedback, a chat request, and a Batch API batch from an
-    uploaded file with one line that cannot be stored: the marker is in every question and in the
-    file, so also in answers, webhooks and the batch's error file."""
+    """A job with a reference (scored), feedback and a webhook URL of its own, a chat request, and a Batch
+    API batch with metadata from an uploaded file with one line that cannot be stored: the marker is in
+    every question, custom_id, URL and the metadata, so also in answers, webhooks and the batch's error file."""
     sessions = client.app.state.api.sessions  # type: ignore[attr-defined]
     key, tenant_id = create_key(sessions, name, webhook_url=hook)
     h = {"Authorization": f"Bearer {key}"}
+    # The caller's own words beyond the question: the job's webhook URL, the lines' custom_ids, the
+    # batch's metadata.
     job = client.post(
-        "/v1/jobs", json={"problem": {"question": f"[wf:fanout] {marker} 6*7?", "answer": "42"}}, headers=h
+        "/v1/jobs",
+        json={
+            "problem": {"question": f"[wf:fanout] {marker} 6*7?", "answer": "42"},
+            "webhook_url": f"{hook}?tag={marker}",
+        },
+        headers=h,
     ).json()["id"]
     chat = client.post(
         "/v1/chat/completions",
@@ -75,7 +82,7 @@ def fill(client: TestClient, name: str, marker: str, hook: str) -> Tenant:
     ).json()["conductor"]["job_id"]
     lines = [
         {
-            "custom_id": f"{name}-{i}",
+            "custom_id": f"{name}-{i}-{marker}",
             "method": "POST",
             "url": "/v1/chat/completions",
             "body": {"model": "conductor", "messages": [{"role": "user", "content": f"[wf:single] {marker} {i}"}]},
@@ -90,7 +97,12 @@ def fill(client: TestClient, name: str, marker: str, hook: str) -> Tenant:
     batch = client.post(
         "/v1/batches",
         headers=h,
-        json={"input_file_id": f.json()["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"},
+        json={
+            "input_file_id": f.json()["id"],
+            "endpoint": "/v1/chat/completions",
+            "completion_window": "24h",
+            "metadata": {"note": marker},
+        },
     ).json()
     _wait(client, f"/v1/jobs/{job}", key, {"done"})
     ended = _wait(client, f"/v1/batches/{batch['id']}", key, {"completed"})
