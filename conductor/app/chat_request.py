@@ -32,6 +32,8 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+#: OpenAI's limit on stop sequences.
+MAX_STOP = 4
 #: Fields that would change what the answer is, which the Conductor cannot honour: a 400 names them.
 REFUSED = {
     "logprobs": "the answer is written by a workflow of several models; no one model's logprobs describe it",
@@ -42,22 +44,22 @@ REFUSED = {
     "modalities": "only text answers are supported",
     "prediction": "predicted outputs are not supported",
     "web_search_options": "web search is not supported",
+    "logit_bias": "the answer is written by a workflow of models and tools; no one token bias applies to it",
 }
 #: Sampling and bookkeeping knobs OpenAI clients send: accepted and ignored (the Conductor and the pool
-#: own sampling); an answer made under other settings is still an answer to the request.
+#: own sampling); an answer made under other settings is still an answer to the request. (`stop` is
+#: honoured: the answer is cut before the first stop sequence, `openai_shapes.answer_of`.)
 KNOBS = frozenset(
     {
         "temperature",
         "top_p",
         "seed",
-        "stop",
         "user",
         "metadata",
         "store",
         "service_tier",
         "frequency_penalty",
         "presence_penalty",
-        "logit_bias",
         "parallel_tool_calls",
         "prompt_cache_key",
         "safety_identifier",
@@ -83,10 +85,19 @@ class ChatCompletionRequest(BaseModel):
     response_format: ResponseFormat | None = None
     tools: list[ChatTool] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    stop: str | list[str] | None = None
+
+    def stop_sequences(self) -> list[str]:
+        """OpenAI's `stop`, as a list: up to four non-empty strings; 400 otherwise."""
+        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        if len(stops) > MAX_STOP or any(not s for s in stops):
+            raise InputError(f"stop takes up to {MAX_STOP} non-empty strings", param="stop")
+        return stops
 
     def answer_format(self) -> AnswerFormat | None:
         """The format the final answer must have; 400 for a field this API cannot honour."""
         refuse(self.model_extra or {}, REFUSED, KNOBS)
+        self.stop_sequences()
         if self.n > 1:
             raise InputError("n > 1 is not supported: one request is one job with one answer", param="n")
         shape = self.response_format.answer_format() if self.response_format else None
@@ -100,15 +111,14 @@ class ChatCompletionRequest(BaseModel):
 BATCH_LINE_EXTRAS = frozenset({"reasoning"})
 
 
-def batch_line_format(body: dict[str, Any]) -> AnswerFormat | None:
-    """A Batch API line's `body` read as the chat route reads its request: the format its answer must
-    have, or an InputError naming the field (`body.response_format.type: ...`, `unknown field ...`). A line
-    without a `model` asks for `conductor`."""
+def batch_line_request(body: dict[str, Any]) -> ChatCompletionRequest:
+    """A Batch API line's `body` read as the chat route reads its request (`answer_format()` then gives the
+    format its answer must have), or an InputError naming the field (`body.response_format.type: ...`). A
+    line without a `model` asks for `conductor`."""
     fields = {"model": "conductor", **{k: v for k, v in body.items() if k not in BATCH_LINE_EXTRAS}}
     try:
-        request = ChatCompletionRequest.model_validate(fields)
+        return ChatCompletionRequest.model_validate(fields)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise InputError(f"body.{where}: {first['msg']}") from exc
-    return request.answer_format()

@@ -44,10 +44,21 @@ def chat_completion(job: Job, workflows: list[dict[str, Any]], model: str) -> di
 
 def answer_of(job: Job) -> Answer:
     """The job's answer in the shape the client asked for; AnswerFormatError where it is not one (a
-    budget-stopped job's partial answer, or a nested workflow's), so no such answer leaves as a success."""
-    fmt = (job.options or {}).get("answer_format")
-    text = job.answer or ""
+    budget-stopped job's partial answer, or a nested workflow's), so no such answer leaves as a success.
+
+    With `stop` the text ends before the first stop sequence, as OpenAI's does (the stored answer stays
+    whole: the jobs API and the explorer show what the workflow wrote). The cut comes before the format's
+    check: a stop sequence inside a JSON answer makes it fail, as a model stopped there would."""
+    options = job.options or {}
+    text = cut_at_stop(job.answer or "", options.get("stop") or [])
+    fmt = options.get("answer_format")
     return AnswerFormat.from_options(fmt).check(text) if fmt else TextAnswer(text)
+
+
+def cut_at_stop(text: str, stops: list[str]) -> str:
+    """`text` up to the earliest of the stop sequences found in it (all of it where none is)."""
+    found = [i for i in (text.find(s) for s in stops if s) if i >= 0]
+    return text[: min(found)] if found else text
 
 
 def call_id(job: Job) -> str:

@@ -113,11 +113,14 @@ class TenantJobs:
         effort: str | None = None,
         max_usd: float | None = None,
         answer_format: AnswerFormat | None = None,
+        stop: list[str] | None = None,
     ) -> str:
         question = conversation_question(messages)
         options: dict[str, Any] = {"api": "chat", "model": model}
         if answer_format is not None:
             options["answer_format"] = answer_format.to_options()
+        if stop:
+            options["stop"] = stop
         # Interactive work goes ahead of batch work (priority 9 vs the default 5).
         spec = JobSpec(
             priority=9,

@@ -84,9 +84,10 @@ def test_a_lines_response_format_and_tools_shape_its_answer_as_on_the_chat_route
             line("object", "Give me the answer.", response_format={"type": "json_object"}, temperature=0.2),
             line("call", "What is the weather in Paris?", tools=[WEATHER], tool_choice="required"),
             line("plain", "Say something."),
+            line("stopped", "Say something.", stop=[" wo"]),
         ],
     )
-    assert batch["request_counts"] == {"total": 4, "completed": 4, "failed": 0}
+    assert batch["request_counts"] == {"total": 5, "completed": 5, "failed": 0}
     assert City.model_validate_json(message(out["schema"])["message"]["content"]).name == "Paris"
     assert json.loads(message(out["object"])["message"]["content"]) == {"answer": 42}
     call = message(out["call"])
@@ -95,6 +96,7 @@ def test_a_lines_response_format_and_tools_shape_its_answer_as_on_the_chat_route
     assert tool_call["function"]["name"] == "get_weather"
     assert json.loads(tool_call["function"]["arguments"]) == {"city": "Paris", "unit": "C"}
     assert message(out["plain"])["message"]["content"] == "plain words"
+    assert message(out["stopped"])["message"]["content"] == "plain"
 
     # Each worker was asked in its backend's terms, as the chat route asks it.
     by_question = {c.messages[0]["content"].split("\n")[0]: c.body for c in h.server.calls_for("scripted-worker")}
@@ -124,6 +126,8 @@ def test_a_line_whose_answer_never_conforms_fails_and_is_not_returned_as_text(h:
         ({"response_format": {"type": "json_object"}, "tools": [WEATHER]}, "together with tools"),
         ({"tools": [{"type": "custom", "custom": {"name": "x"}}]}, "only function tools"),
         ({"tool_choice": "required"}, "needs tools"),
+        ({"logit_bias": {"50256": -100}}, "logit_bias is not supported"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, "stop takes up to 4"),
     ],
 )
 def test_a_field_a_line_cannot_have_honoured_is_that_lines_error_naming_it(h: ApiHarness, body: dict, named: str):

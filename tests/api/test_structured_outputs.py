@@ -167,6 +167,20 @@ def test_a_streamed_json_schema_answer_concatenates_to_conforming_json(client: o
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
 
 
+def test_the_answer_ends_before_the_first_stop_sequence_streamed_or_not(client: openai.OpenAI):
+    # The workflow wrote "plain words"; the client asked it to stop at " w" or "ds" (the earlier wins).
+    ask = {"model": "conductor", "messages": [{"role": "user", "content": "Say something."}]}
+    done = client.chat.completions.create(**ask, stop=["ds", " w"])  # type: ignore[call-overload]
+    assert done.choices[0].message.content == "plain" and done.choices[0].finish_reason == "stop"
+    stream = client.chat.completions.create(**ask, stop="ords", stream=True)  # type: ignore[call-overload]
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "plain w"
+    # A stop sequence the answer does not hold leaves it whole; the job's own record is never cut.
+    whole = client.chat.completions.create(**ask, stop="zzz")  # type: ignore[call-overload]
+    assert whole.choices[0].message.content == "plain words"
+    job = client.get(f"/jobs/{(done.model_extra or {})['conductor']['job_id']}", cast_to=object)
+    assert job["answer"] == "plain words"  # type: ignore[index]
+
+
 def test_a_non_conforming_answer_gets_one_corrective_retry(client: openai.OpenAI, server: ScriptedLLMServer):
     done = client.chat.completions.parse(
         model="conductor", messages=[{"role": "user", "content": "[bad-json] Capital of France?"}], response_format=City
@@ -279,6 +293,9 @@ def test_a_streamed_response_function_call_has_argument_events(client: openai.Op
             "valid JSON Schema",
         ),
         ({"response_format": {"type": "json_object"}, "tools": [WEATHER]}, "together with tools"),
+        ({"logit_bias": {"50256": -100}}, "logit_bias"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, "stop takes up to 4"),
+        ({"stop": ""}, "non-empty"),
     ],
 )
 def test_a_field_that_would_change_the_answer_and_cannot_be_honoured_is_a_400_naming_it(

@@ -27,7 +27,7 @@ from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session
 
 from conductor.app.batches.stream import Chunk, insert_streaming
-from conductor.app.chat_request import batch_line_format
+from conductor.app.chat_request import batch_line_request
 from conductor.app.service import JobSpec, Service
 from conductor.app.tenant_jobs import conversation_question
 from conductor.domain.effort import max_usd
@@ -158,10 +158,13 @@ class BatchReader:
             raise InputError("body must be an object with a messages list")
         question = conversation_question([m for m in body["messages"] if isinstance(m, dict)])
         options: dict[str, Any] = {"api": "batch", "model": str(body.get("model") or "conductor")}
-        # `response_format`, `tools` and `tool_choice` as the chat route reads them; a field that would
-        # change the answer and cannot be honoured (or is unknown) is this line's error, never ignored.
-        if (answer_format := batch_line_format(body)) is not None:
+        # `response_format`, `tools`, `tool_choice` and `stop` as the chat route reads them; a field that
+        # would change the answer and cannot be honoured (or is unknown) is this line's error, never ignored.
+        request = batch_line_request(body)
+        if (answer_format := request.answer_format()) is not None:
             options["answer_format"] = answer_format.to_options()
+        if stops := request.stop_sequences():
+            options["stop"] = stops
         spec = JobSpec(
             tenant_id=batch.tenant_id, priority=BATCH_PRIORITY, options=options, trace_parent=batch.traceparent
         ).with_knob(_effort_of(body), max_usd(body.get("max_usd")))
