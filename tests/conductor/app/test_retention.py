@@ -19,7 +19,7 @@ from conductor.app.batches.ingest import invalid_path
 from conductor.app.retention import REMOVED, run_retention
 from conductor.config.settings import Settings
 from conductor.runtime import Runtime
-from conductor.store.models import Batch, File
+from conductor.store.models import Batch, File, Job
 from schedulers.beat import beat_schedule
 from tasks.names import TaskName
 from tasks.retention import register_retention
@@ -117,6 +117,34 @@ def test_malformed_lines_a_finalize_left_behind_go_once_their_batch_has_ended_an
 
     assert {b for b, path in leftovers.items() if path.exists()} == {"batch_running", "batch_ended_new"}
     assert report.files == 2
+
+
+def test_an_old_batchs_metadata_and_line_messages_go_once_none_of_its_jobs_is_in_flight(tmp_path):
+    # A CLI batch's rejected lines can quote the line ("duplicate custom_id '...'"); a Batch API batch has
+    # the caller's metadata. Both go with the texts of its jobs, not while one of its jobs still runs.
+    settings = Settings(home=tmp_path, retention_days=30)
+    runtime = Runtime(settings)
+    runtime.migrate()
+    forty_days_ago = datetime.now(UTC) - timedelta(days=40)
+    said = {"meta": {"note": "SECRET-META-0e0e"}, "rejected": [{"line": 3, "error": "duplicate custom_id 'SECRET-ID'"}]}
+    with runtime.sessions.begin() as s:
+        for batch_id, status, job_status in [
+            ("cli_done", None, "done"),
+            ("api_done", "completed", "failed"),
+            ("cli_running", None, "running"),
+            ("api_running", "in_progress", "done"),
+        ]:
+            s.add(Batch(id=batch_id, status=status, created_at=forty_days_ago, **said))
+            s.flush()
+            s.add(Job(batch_id=batch_id, status=job_status, problem={"question": "q"}, created_at=forty_days_ago))
+
+    run_retention(runtime.sessions, settings)
+    with runtime.sessions() as s:
+        batches = {b.id: (b.meta, b.rejected) for b in s.scalars(select(Batch))}
+    runtime.close()
+
+    assert batches["cli_done"] == batches["api_done"] == (None, [{"line": 3}])
+    assert batches["cli_running"] == batches["api_running"] == (said["meta"], said["rejected"])
 
 
 def test_beat_runs_retention_only_when_a_retention_is_set(tmp_path):
