@@ -170,15 +170,15 @@ def test_a_streamed_json_schema_answer_concatenates_to_conforming_json(client: o
 def test_the_answer_ends_before_the_first_stop_sequence_streamed_or_not(client: openai.OpenAI):
     # The workflow wrote "plain words"; the client asked it to stop at " w" or "ds" (the earlier wins).
     ask = {"model": "conductor", "messages": [{"role": "user", "content": "Say something."}]}
-    done = client.chat.completions.create(**ask, stop=["ds", " w"])  # type: ignore[call-overload]
+    done = client.chat.completions.create(**ask, stop=["ds", " w"])
     assert done.choices[0].message.content == "plain" and done.choices[0].finish_reason == "stop"
-    stream = client.chat.completions.create(**ask, stop="ords", stream=True)  # type: ignore[call-overload]
+    stream = client.chat.completions.create(**ask, stop="ords", stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "plain w"
     # A stop sequence the answer does not hold leaves it whole; the job's own record is never cut.
-    whole = client.chat.completions.create(**ask, stop="zzz")  # type: ignore[call-overload]
+    whole = client.chat.completions.create(**ask, stop="zzz")
     assert whole.choices[0].message.content == "plain words"
     job = client.get(f"/jobs/{(done.model_extra or {})['conductor']['job_id']}", cast_to=object)
-    assert job["answer"] == "plain words"  # type: ignore[index]
+    assert job["answer"] == "plain words"
 
 
 def test_a_non_conforming_answer_gets_one_corrective_retry(client: openai.OpenAI, server: ScriptedLLMServer):
