@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,12 @@ def _registry():  # type: ignore[no-untyped-def]
     return runtime, Registry(runtime.sessions)
 
 
+class PoolDraw(StrEnum):
+    SUBSET_FIRST = "subset-first"
+    PROBLEM_FIRST = "problem-first"
+    FULL = "full"
+
+
 @train_app.command("warmup")
 def warmup(
     gsm8k: int = typer.Option(200, help="GSM8K train questions to write plans for."),
@@ -50,7 +57,11 @@ def warmup(
         "routes that earned reward become examples.",
     ),
     replan_share: float = typer.Option(0.0, help="Mixed curriculum: share of examples that are replan rounds."),
-    randomise_pool: bool = typer.Option(True, help="Mixed curriculum: show random renumbered subsets of the pool."),
+    pool_draw: PoolDraw = typer.Option(
+        PoolDraw.SUBSET_FIRST,
+        help="Mixed curriculum: the pool each example shows: a random renumbered subset drawn before the problem "
+        "(then a problem its workers solved), drawn after it as until 2026-12-07, or the whole pool as deployed.",
+    ),
     vllm: bool = typer.Option(True, help="Mixed curriculum: run the model routes on a private vLLM server."),
     trials: Path | None = typer.Option(
         None, help="Mixed curriculum: reuse the route trials a previous warm-up recorded (its route_trials.jsonl)."
@@ -85,7 +96,8 @@ def warmup(
                 mixed=mixed,
                 expressions=expressions,
                 replan_share=replan_share,
-                randomise_pool=randomise_pool,
+                randomise_pool=pool_draw is not PoolDraw.FULL,
+                subset_first=pool_draw is PoolDraw.SUBSET_FIRST,
                 vllm=vllm,
                 trials=trials,
                 provenance={**provenance, "mixed": mixed, "trials": str(trials) if trials else None},
@@ -129,6 +141,7 @@ def _mixed_warmup(
     replan_share: float,
     randomise_pool: bool,
     vllm: bool,
+    subset_first: bool = True,
     provenance: dict[str, Any],
     trials: Path | None = None,
 ) -> Any:
@@ -190,6 +203,7 @@ def _mixed_warmup(
             max_steps=runtime.pool.step_cap(settings.max_steps),
             replan_share=replan_share,
             randomise_pool=randomise_pool,
+            subset_first=subset_first,
             provenance=provenance,
             log=_print_event,
             recorded=load_trials(trials) if trials is not None else None,

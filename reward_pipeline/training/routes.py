@@ -178,6 +178,7 @@ def build_route_examples(
     replan_share: float = 0.0,
     randomise_pool: bool = True,
     balance_kinds: bool = True,
+    subset_first: bool = True,
 ) -> RouteExamples:
     """``n`` prompt/completion pairs (TRL's conversational format): first-round plans, and with
     ``replan_share`` that share of replan rounds. A problem none of whose candidates in the drawn subset
@@ -192,8 +193,8 @@ def build_route_examples(
     *of that subset* solved: a deployment's pool does not depend on the question. Drawn the other way round
     (problem first, subset redrawn until a route of it had earned reward), a string question was almost
     never shown without python (the models solve few of them, so nearly every such draw was thrown away):
-    about 6% of the string plans, and the adapter then sent string questions to the calculator when python
-    was left out."""
+    under 4% of the string plans, and the adapter then sent string questions to the calculator when python
+    was left out. ``subset_first=False`` draws the old way (the shipped adapter was trained so)."""
     rng = random.Random(seed)
     by_kind: dict[str, list[Problem]] = {}
     solvers: dict[str, set[str]] = {}
@@ -211,15 +212,26 @@ def build_route_examples(
         attempts += 1
         if not kinds:
             break
-        workers = pool_subsets(pool, rng) if randomise_pool else list(pool.workers)
-        names = {w.name for w in workers}
-        within = by_kind[kinds[rng.randrange(len(kinds))]] if balance_kinds else solved_anywhere
-        solvable = [p for p in within if solvers[str(p.id)] & names]
-        if not solvable:
-            continue  # no problem of this kind was solved by a worker of this subset
-        problem = solvable[rng.randrange(len(solvable))]
+        if subset_first:
+            workers = pool_subsets(pool, rng) if randomise_pool else list(pool.workers)
+            names = {w.name for w in workers}
+            within = by_kind[kinds[rng.randrange(len(kinds))]] if balance_kinds else solved_anywhere
+            solvable = [p for p in within if solvers[str(p.id)] & names]
+            if not solvable:
+                continue  # no problem of this kind was solved by a worker of this subset
+            problem = solvable[rng.randrange(len(solvable))]
+        else:  # as until 2026-12-07 (the draws in the same order: the adapters trained then reproduce)
+            if balance_kinds:
+                within = by_kind[kinds[rng.randrange(len(kinds))]]
+                problem = within[rng.randrange(len(within))]
+            else:
+                problem = problems[rng.randrange(len(problems))]
+            workers = pool_subsets(pool, rng) if randomise_pool else list(pool.workers)
+            names = {w.name for w in workers}
         mine = [t for t in trials[str(problem.id)] if t.worker in names]
         good = [t for t in mine if t.correct]
+        if not good:
+            continue
         cards = _cards(workers)
         # At equal reward the cheaper route: a tool spends no tokens. (Among the routes that earned reward 1,
         # the ones with the fewest model calls; a choice by cost, whatever the kind of question.)

@@ -100,7 +100,7 @@ def route_warmup_stage(
     max_steps: int = 3,
     replan_share: float = 0.0,
     randomise_pool: bool = True,
-    balance_kinds: bool = True,
+    subset_first: bool = True,
     provenance: dict[str, Any] | None = None,
     log: Any = print,
     recorded: dict[str, list[RouteTrial]] | None = None,
@@ -131,7 +131,7 @@ def route_warmup_stage(
         seed=config.seed,
         replan_share=replan_share,
         randomise_pool=randomise_pool,
-        balance_kinds=balance_kinds,
+        subset_first=subset_first,
     )
     log(
         {
@@ -157,7 +157,8 @@ def route_warmup_stage(
         "curriculum": "mixed",
         "replan_share": replan_share,
         "randomise_pool": randomise_pool,
-        "balance_kinds": balance_kinds,
+        "balance_kinds": True,
+        "subset_first": subset_first,
         **(provenance or {}),
     }
     return _register_warmup(registry, ckpt_id, out, base_model, problems, metrics, config_record)

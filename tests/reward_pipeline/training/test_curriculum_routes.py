@@ -156,16 +156,21 @@ def test_string_questions_are_shown_without_python_as_often_as_the_pool_leaves_i
     index.update({p.question: p for p in problems})
     trials = try_routes(problems, POOL, answer=answer, tool=tool)
     python, calculator = (" ".join(POOL.worker(name).description.split()) for name in ("python", "calculator"))
-    built = build_route_examples(problems, trials, POOL, n=400, max_steps=3, seed=3)
-    without_python = 0
-    for ex in built.examples:
-        lines = [line for line in ex["prompt"][1]["content"].splitlines() if line.startswith("Model ")]
-        if not any(line.endswith(python) for line in lines):
-            without_python += 1
-            wf = parse_workflow(ex["completion"][0]["content"], pool_size=len(lines), max_steps=3, allow_empty=True)
-            assert not any(lines[step.worker].endswith(calculator) for step in wf.steps)
-            assert problems[0].question in ex["prompt"][1]["content"]
-    assert 0.15 < without_python / len(built.examples) < 0.4
+
+    def share_without_python(subset_first: bool) -> float:
+        built = build_route_examples(problems, trials, POOL, n=400, max_steps=3, seed=3, subset_first=subset_first)
+        without_python = 0
+        for ex in built.examples:
+            lines = [line for line in ex["prompt"][1]["content"].splitlines() if line.startswith("Model ")]
+            if not any(line.endswith(python) for line in lines):
+                without_python += 1
+                wf = parse_workflow(ex["completion"][0]["content"], pool_size=len(lines), max_steps=3, allow_empty=True)
+                assert not any(lines[step.worker].endswith(calculator) for step in wf.steps)
+                assert problems[0].question in ex["prompt"][1]["content"]
+        return without_python / len(built.examples)
+
+    assert 0.15 < share_without_python(subset_first=True) < 0.4
+    assert share_without_python(subset_first=False) < 0.05  # the old draw, kept to reproduce older adapters
 
 
 def test_a_pool_subset_always_keeps_a_model() -> None:
