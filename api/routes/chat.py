@@ -63,7 +63,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request, 
         effort=body.reasoning_effort,
         max_usd=body.max_usd,
         answer_format=answer_format,
-        stop=body.stop_sequences(),
+        stop=body.stop,
     )
     headers = {JOB_HEADER: job_id}
     if body.stream:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from conductor.app.openai_formats import (
     ChatTool,
@@ -85,19 +85,22 @@ class ChatCompletionRequest(BaseModel):
     response_format: ResponseFormat | None = None
     tools: list[ChatTool] | None = None
     tool_choice: str | dict[str, Any] | None = None
-    stop: str | list[str] | None = None
+    #: OpenAI's `stop` (a string or a list), read as a list: empty for none.
+    stop: list[str] = Field(default_factory=list)
 
-    def stop_sequences(self) -> list[str]:
-        """OpenAI's `stop`, as a list: up to four non-empty strings; 400 otherwise."""
-        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
-        if len(stops) > MAX_STOP or any(not s for s in stops):
-            raise InputError(f"stop takes up to {MAX_STOP} non-empty strings", param="stop")
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_as_list(cls, value: Any) -> list[str]:
+        if value is None:
+            return []
+        stops = [value] if isinstance(value, str) else value
+        if not isinstance(stops, list) or len(stops) > MAX_STOP or not all(isinstance(x, str) and x for x in stops):
+            raise ValueError(f"stop takes up to {MAX_STOP} non-empty strings")
         return stops
 
     def answer_format(self) -> AnswerFormat | None:
         """The format the final answer must have; 400 for a field this API cannot honour."""
         refuse(self.model_extra or {}, REFUSED, KNOBS)
-        self.stop_sequences()
         if self.n > 1:
             raise InputError("n > 1 is not supported: one request is one job with one answer", param="n")
         shape = self.response_format.answer_format() if self.response_format else None

@@ -140,8 +140,8 @@ def _mixed_warmup(
     expressions: int,
     replan_share: float,
     randomise_pool: bool,
+    subset_first: bool,
     vllm: bool,
-    subset_first: bool = True,
     provenance: dict[str, Any],
     trials: Path | None = None,
 ) -> Any:

@@ -163,8 +163,8 @@ class BatchReader:
         request = batch_line_request(body)
         if (answer_format := request.answer_format()) is not None:
             options["answer_format"] = answer_format.to_options()
-        if stops := request.stop_sequences():
-            options["stop"] = stops
+        if request.stop:
+            options["stop"] = request.stop
         spec = JobSpec(
             tenant_id=batch.tenant_id, priority=BATCH_PRIORITY, options=options, trace_parent=batch.traceparent
         ).with_knob(_effort_of(body), max_usd(body.get("max_usd")))
