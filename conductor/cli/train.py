@@ -38,7 +38,7 @@ class PoolDraw(StrEnum):
 
 
 @train_app.command("warmup")
-def warmup(
+def warmup(  # noqa: PLR0913 -- one parameter per CLI option (pyproject: max-args)
     gsm8k: int = typer.Option(200, help="GSM8K train questions to write plans for."),
     arith: int = typer.Option(200, help="Generated arithmetic questions."),
     expressions: int = typer.Option(
@@ -65,6 +65,12 @@ def warmup(
     vllm: bool = typer.Option(True, help="Mixed curriculum: run the model routes on a private vLLM server."),
     trials: Path | None = typer.Option(
         None, help="Mixed curriculum: reuse the route trials a previous warm-up recorded (its route_trials.jsonl)."
+    ),
+    resamples: int = typer.Option(
+        0,
+        min=0,
+        help="Mixed curriculum: this many more answers from each sampling model worker to every problem no "
+        "route trial solved (run on the vLLM server even with --trials).",
     ),
     examples: int = typer.Option(160, help="Supervised examples (plans) to train on."),
     epochs: float = typer.Option(2.0),
@@ -96,10 +102,10 @@ def warmup(
                 mixed=mixed,
                 expressions=expressions,
                 replan_share=replan_share,
-                randomise_pool=pool_draw is not PoolDraw.FULL,
-                subset_first=pool_draw is PoolDraw.SUBSET_FIRST,
+                pool_draw=pool_draw,
                 vllm=vllm,
                 trials=trials,
+                resamples=resamples,
                 provenance={**provenance, "mixed": mixed, "trials": str(trials) if trials else None},
             )
             if promote:
@@ -139,11 +145,11 @@ def _mixed_warmup(
     mixed: int,
     expressions: int,
     replan_share: float,
-    randomise_pool: bool,
-    subset_first: bool,
+    pool_draw: PoolDraw,
     vllm: bool,
     provenance: dict[str, Any],
     trials: Path | None = None,
+    resamples: int = 0,
 ) -> Any:
     """The route warm-up on the mixed curriculum (see `reward_pipeline.training.routes`)."""
     import contextlib
@@ -162,7 +168,7 @@ def _mixed_warmup(
     base = model_dir(settings.model_cache)
     with contextlib.ExitStack() as stack:
         answer: Any = None
-        if trials is not None:
+        if trials is not None and resamples == 0:
             pass  # recorded: no model runs again
         elif vllm:
             from conductor.inference.vllm_server import VllmServer
@@ -202,11 +208,11 @@ def _mixed_warmup(
             tool=lambda model, messages: run_tool(model, messages, execute=run_tool_program),
             max_steps=runtime.pool.step_cap(settings.max_steps),
             replan_share=replan_share,
-            randomise_pool=randomise_pool,
-            subset_first=subset_first,
+            pool_draw=pool_draw.value,
             provenance=provenance,
             log=_print_event,
             recorded=load_trials(trials) if trials is not None else None,
+            resamples=resamples,
             release=stack.close,
         )
 

@@ -9,14 +9,21 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from conductor.config.pool import Pool
 from conductor.domain.problem import Problem
 from conductor.domain.prompts import QUESTION_REF
 from conductor.store.lineage import TENANTS_KEY
 from reward_pipeline.training.checkpoints import CheckpointView, Registry
-from reward_pipeline.training.routes import Answerer, RouteTrial, ToolRunner, build_route_examples, try_routes
+from reward_pipeline.training.routes import (
+    Answerer,
+    RouteTrial,
+    ToolRunner,
+    build_route_examples,
+    resample_unsolved,
+    try_routes,
+)
 from reward_pipeline.training.warmup import WarmupConfig, build_examples, run_warmup
 
 
@@ -99,11 +106,11 @@ def route_warmup_stage(
     tool: ToolRunner | None,
     max_steps: int = 3,
     replan_share: float = 0.0,
-    randomise_pool: bool = True,
-    subset_first: bool = True,
+    pool_draw: Literal["subset-first", "problem-first", "full"] = "subset-first",
     provenance: dict[str, Any] | None = None,
     log: Any = print,
     recorded: dict[str, list[RouteTrial]] | None = None,
+    resamples: int = 0,
     release: Callable[[], None] | None = None,
 ) -> CheckpointView:
     """Every problem's one-step routes run and scored -> examples of the routes that earned reward, on
@@ -111,7 +118,10 @@ def route_warmup_stage(
 
     ``release`` is called once the trials are run: whatever served them (a private vLLM server) is shut
     down before training needs every core. (Left running, its idle engine took half a core and the SFT
-    steps of a 2-core machine ran at a third of their speed.)"""
+    steps of a 2-core machine ran at a third of their speed.)
+
+    ``resamples``: that many more answers from each sampling model worker to the problems no trial solved
+    (recorded or run now; `routes.resample_unsolved`), appended to the trials before examples are drawn."""
     started = time.perf_counter()
     if recorded is not None:
         trials = {str(p.id): recorded.get(str(p.id), []) for p in problems}
@@ -119,6 +129,14 @@ def route_warmup_stage(
         trials = try_routes(problems, pool, answer=answer, tool=tool)
     else:
         raise ValueError("route trials need an answerer and a tool runner, or recorded trials")
+    # The pool each example shows (`build_route_examples`): a random subset drawn before the problem or
+    # after it, or the whole pool as deployed.
+    randomise_pool, subset_first = pool_draw != "full", pool_draw == "subset-first"
+    resolved = None
+    if resamples > 0:
+        if answer is None:
+            raise ValueError("resampling the unsolved problems needs an answerer")
+        resolved = resample_unsolved(problems, trials, pool, answer=answer, samples=resamples)
     trial_s = time.perf_counter() - started
     if release is not None:
         release()
@@ -133,6 +151,8 @@ def route_warmup_stage(
         randomise_pool=randomise_pool,
         subset_first=subset_first,
     )
+    if resolved is not None:
+        built.stats["solved_by_resampling"] = resolved
     log(
         {
             "event": "route_trials",
@@ -159,6 +179,8 @@ def route_warmup_stage(
         "randomise_pool": randomise_pool,
         "balance_kinds": True,
         "subset_first": subset_first,
+        "pool_draw": pool_draw,
+        "resamples": resamples,
         **(provenance or {}),
     }
     return _register_warmup(registry, ckpt_id, out, base_model, problems, metrics, config_record)

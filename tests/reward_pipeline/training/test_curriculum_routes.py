@@ -254,3 +254,36 @@ def test_model_trials_go_through_the_gateway_to_the_pools_workers_in_order() -> 
         assert answer(pool.workers[0], subtasks) == [f"echo {s}" for s in subtasks]
     finally:
         server.stop()
+
+
+def test_problems_no_route_solved_are_asked_again_of_the_sampling_models_only() -> None:
+    from reward_pipeline.training.routes import resample_unsolved
+
+    problems = mixed_problems(2, seed=6)
+    facts = [p for p in problems if p.metadata["family"] == "facts"]
+    answer, index = scripted_answers(set())  # the first answers: every model wrong
+    index.update({p.question: p for p in problems})
+    trials = try_routes(problems, POOL, answer=answer, tool=tool)
+    before = {k: len(v) for k, v in trials.items()}
+    asked: list[tuple[str, int]] = []
+
+    def second_draw(worker, subtasks: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
+        # Right on the second draw of the first fact only.
+        asked.append((worker.name, len(subtasks)))
+        out = []
+        for i, s in enumerate(subtasks):
+            p = index[next(q for q in index if s.startswith(q))]
+            out.append(f"The answer is {p.answer}." if p.id == facts[0].id and i % 3 == 1 else "No idea.")
+        return out
+
+    unsolved = [p for p in problems if not any(t.correct for t in trials[str(p.id)])]
+    assert facts[0] in unsolved and all(p.metadata["family"] in ("facts", "choice") for p in unsolved)
+    assert resample_unsolved(problems, trials, POOL, answer=second_draw, samples=3) == 1
+    # Only smol-creative samples (smol-precise is greedy: it would say the same again), three per unsolved problem.
+    assert asked == [("smol-creative", 3 * len(unsolved))]
+    for p in problems:
+        added = trials[str(p.id)][before[str(p.id)] :]
+        assert len(added) == (3 if p in unsolved else 0)
+        assert all(t.worker == "smol-creative" for t in added)
+    built = build_route_examples(problems, trials, POOL, n=40, max_steps=3, seed=0, randomise_pool=False)
+    assert built.stats["routes"].get("facts:model:smol-creative", 0) > 0
