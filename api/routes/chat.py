@@ -69,7 +69,15 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request, 
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(
-            _stream(api, request, who.tenant_id, job_id, body.model, include_usage),
+            _stream(
+                api,
+                request,
+                who.tenant_id,
+                job_id,
+                body.model,
+                include_usage,
+                calls_only=answer_format is not None and answer_format.forces_call,
+            ),
             media_type="text/event-stream",
             headers={**headers, "Cache-Control": "no-cache"},
         )
@@ -95,7 +103,14 @@ def _sse(obj: dict[str, Any]) -> str:
 
 
 async def _stream(
-    api: TenantJobs, request: Request, tenant_id: str, job_id: str, model: str, include_usage: bool
+    api: TenantJobs,
+    request: Request,
+    tenant_id: str,
+    job_id: str,
+    model: str,
+    include_usage: bool,
+    *,
+    calls_only: bool,
 ) -> AsyncIterator[str]:
     created = int(time.time())
 
@@ -109,7 +124,10 @@ async def _stream(
             **extra,
         }
 
-    yield _sse(chunk({"role": "assistant", "content": ""}, conductor={"job_id": job_id, "status": "queued"}))
+    # The role chunk leaves before the answer exists: its content is null, as OpenAI streams a call, only
+    # where the answer can be nothing else; with tool_choice auto it may still be text.
+    opening = {"role": "assistant", "content": None if calls_only else ""}
+    yield _sse(chunk(opening, conductor={"job_id": job_id, "status": "queued"}))
     last = None
     while True:
         progress = await asyncio.to_thread(api.progress, tenant_id, job_id)

@@ -232,6 +232,7 @@ def test_a_streamed_tool_call_arrives_as_openai_deltas(client: openai.OpenAI):
         stream=True,
     )
     deltas = [c.choices[0] for c in stream if c.choices]
+    assert deltas[0].delta.role == "assistant" and deltas[0].delta.content is None  # a call, never text
     parts = [t for d in deltas for t in d.delta.tool_calls or []]
     assert parts[0].index == 0 and parts[0].id and parts[0].function and parts[0].function.name == "get_weather"
     arguments = "".join(p.function.arguments or "" for p in parts if p.function)
