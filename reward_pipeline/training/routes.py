@@ -91,6 +91,15 @@ def _candidates(problem: Problem, workers: Sequence[WorkerSpec]) -> list[tuple[s
     return out
 
 
+def _earned(problem: Problem, answer: str) -> bool:
+    """Whether an answer earned reward 1 under the problem's verifier."""
+    verifier = verifier_for(problem)
+    try:
+        return bool(verifier and problem.answer is not None and verifier.verify(answer, problem).correct)
+    except VerifierError:
+        return False  # a reference the verifier cannot use earns no route anything
+
+
 def try_routes(
     problems: Sequence[Problem], pool: Pool, *, answer: Answerer, tool: ToolRunner
 ) -> dict[str, list[RouteTrial]]:
@@ -110,12 +119,7 @@ def try_routes(
         else:
             answers = answer(spec, texts)
         for (p, subtask), text in zip(items, answers, strict=True):
-            verifier = verifier_for(p)
-            try:
-                correct = bool(verifier and p.answer is not None and verifier.verify(text, p).correct)
-            except VerifierError:
-                correct = False  # a reference the verifier cannot use earns no route anything
-            trials[str(p.id)].append(RouteTrial(name, subtask, text, correct))
+            trials[str(p.id)].append(RouteTrial(name, subtask, text, _earned(p, text)))
     return trials
 
 
@@ -137,12 +141,7 @@ def resample_unsolved(
         items = [(p, f"{QUESTION_REF} {ANSWER_HINT}") for p in unsolved for _ in range(samples)]
         answers = answer(spec, [expand_question(s, p.question) for p, s in items])
         for (p, subtask), text in zip(items, answers, strict=True):
-            verifier = verifier_for(p)
-            try:
-                correct = bool(verifier and p.answer is not None and verifier.verify(text, p).correct)
-            except VerifierError:
-                correct = False
-            trials[str(p.id)].append(RouteTrial(spec.name, subtask, text, correct))
+            trials[str(p.id)].append(RouteTrial(spec.name, subtask, text, _earned(p, text)))
     return sum(1 for p in unsolved if any(t.correct for t in trials[str(p.id)]))
 
 
