@@ -105,11 +105,6 @@ class AnswerFormat:
             raise InputError(f"tool_choice names {tool_choice!r}, which is not one of the tools {names}")
         return cls("tools", functions=tuple(functions), tool_choice=tool_choice)
 
-    @property
-    def forces_call(self) -> bool:
-        """Whether every answer is a function call (the grammar allows nothing else)."""
-        return self.kind == "tools" and self.tool_choice != "auto"
-
     # -- storage -------------------------------------------------------------------------
     def to_options(self) -> dict[str, Any]:
         """As JSON, for `Job.options["answer_format"]`."""

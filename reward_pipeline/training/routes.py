@@ -52,6 +52,8 @@ __all__ = [
 ]
 
 ANSWER_HINT = "Give the final answer."
+#: A model's one-step candidate: the question itself.
+MODEL_SUBTASK = f"{QUESTION_REF} {ANSWER_HINT}"
 
 #: Answers a batch of subtasks as one worker: (worker, subtasks) -> responses, in order.
 Answerer = Callable[[WorkerSpec, list[str]], list[str]]
@@ -79,7 +81,7 @@ def _candidates(problem: Problem, workers: Sequence[WorkerSpec]) -> list[tuple[s
     out: list[tuple[str, str]] = []
     for w in workers:
         if not w.is_tool:
-            out.append((w.name, f"{QUESTION_REF} {ANSWER_HINT}"))
+            out.append((w.name, MODEL_SUBTASK))
         elif w.model == "tool/calculator" and isinstance(problem.metadata.get("expression"), str):
             out.append((w.name, problem.metadata["expression"]))
         elif w.model == "tool/python" and isinstance(problem.metadata.get("program"), str):
@@ -91,13 +93,17 @@ def _candidates(problem: Problem, workers: Sequence[WorkerSpec]) -> list[tuple[s
     return out
 
 
-def _earned(problem: Problem, answer: str) -> bool:
-    """Whether an answer earned reward 1 under the problem's verifier."""
-    verifier = verifier_for(problem)
-    try:
-        return bool(verifier and problem.answer is not None and verifier.verify(answer, problem).correct)
-    except VerifierError:
-        return False  # a reference the verifier cannot use earns no route anything
+def _record(
+    trials: dict[str, list[RouteTrial]], worker: str, items: list[tuple[Problem, str]], answers: list[str]
+) -> None:
+    """Scores each answer by its problem's verifier and appends it to that problem's trials."""
+    for (p, subtask), text in zip(items, answers, strict=True):
+        verifier = verifier_for(p)
+        try:
+            correct = bool(verifier and p.answer is not None and verifier.verify(text, p).correct)
+        except VerifierError:
+            correct = False  # a reference the verifier cannot use earns no route anything
+        trials[str(p.id)].append(RouteTrial(worker, subtask, text, correct))
 
 
 def try_routes(
@@ -118,8 +124,7 @@ def try_routes(
                 answers = list(ex.map(lambda t, m=spec.model: tool(m, build_step_messages(t, [])), texts))
         else:
             answers = answer(spec, texts)
-        for (p, subtask), text in zip(items, answers, strict=True):
-            trials[str(p.id)].append(RouteTrial(name, subtask, text, _earned(p, text)))
+        _record(trials, name, items, answers)
     return trials
 
 
@@ -135,13 +140,11 @@ def resample_unsolved(
     their kind: in the 2026-12-07 trials that was 127 of 200 facts and 129 of 200 choices, and the facts the
     examples taught were 44 distinct questions."""
     unsolved = [p for p in problems if not any(t.correct for t in trials[str(p.id)])]
+    items = [(p, MODEL_SUBTASK) for p in unsolved for _ in range(samples)]
+    texts = [expand_question(MODEL_SUBTASK, p.question) for p, _ in items]
     for spec in pool.workers:
-        if spec.is_tool or spec.temperature <= 0 or samples <= 0:
-            continue
-        items = [(p, f"{QUESTION_REF} {ANSWER_HINT}") for p in unsolved for _ in range(samples)]
-        answers = answer(spec, [expand_question(s, p.question) for p, s in items])
-        for (p, subtask), text in zip(items, answers, strict=True):
-            trials[str(p.id)].append(RouteTrial(spec.name, subtask, text, _earned(p, text)))
+        if not spec.is_tool and spec.temperature > 0 and items:
+            _record(trials, spec.name, items, answer(spec, texts))
     return sum(1 for p in unsolved if any(t.correct for t in trials[str(p.id)]))
 
 

@@ -122,6 +122,8 @@ def route_warmup_stage(
 
     ``resamples``: that many more answers from each sampling model worker to the problems no trial solved
     (recorded or run now; `routes.resample_unsolved`), appended to the trials before examples are drawn."""
+    if resamples > 0 and answer is None:
+        raise ValueError("resampling the unsolved problems needs an answerer")
     started = time.perf_counter()
     if recorded is not None:
         trials = {str(p.id): recorded.get(str(p.id), []) for p in problems}
@@ -133,9 +135,7 @@ def route_warmup_stage(
     # after it, or the whole pool as deployed.
     randomise_pool, subset_first = pool_draw != "full", pool_draw == "subset-first"
     resolved = None
-    if resamples > 0:
-        if answer is None:
-            raise ValueError("resampling the unsolved problems needs an answerer")
+    if resamples > 0 and answer is not None:
         resolved = resample_unsolved(problems, trials, pool, answer=answer, samples=resamples)
     trial_s = time.perf_counter() - started
     if release is not None:
@@ -179,7 +179,6 @@ def route_warmup_stage(
         "randomise_pool": randomise_pool,
         "balance_kinds": True,
         "subset_first": subset_first,
-        "pool_draw": pool_draw,
         "resamples": resamples,
         **(provenance or {}),
     }
