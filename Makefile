@@ -83,15 +83,22 @@ lint: setup
 # POOL_DRAW: the shipped adapter was trained with each example's question drawn before its pool subset
 # (problem-first); `make train-local POOL_DRAW=subset-first` trains the 2026-12-07 candidate's way (README).
 # RESAMPLES=N asks the sampling model worker N more times on every problem no route trial solved (README).
+# SEEDS="0 1" runs the warm-up once per seed (each its own problems, draw and LoRA start) and gates the soup
+# of the runs, one adapter with the mean of their weight changes (README, "Seeds and the soup").
 TRAIN_HOME ?= .conductor/train-local
 SHIPPED    ?= conductor/config/adapters/smollm2-conductor
 CYCLES     ?= 0
 POOL_DRAW  ?= problem-first
 RESAMPLES  ?= 0
+SEEDS      ?= 0
 train-local: model vllm-venv
 	mkdir -p $(TRAIN_HOME) && ln -sfn $(abspath .conductor/models) $(TRAIN_HOME)/models
-	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train warmup --mixed 200 --expressions 200 --replan-share 0.2 \
-		--examples 1920 --epochs 1 --lr 1e-3 --pool-draw $(POOL_DRAW) --resamples $(RESAMPLES)
+	for seed in $(SEEDS); do \
+		CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train warmup --mixed 200 --expressions 200 --replan-share 0.2 \
+			--examples 1920 --epochs 1 --lr 1e-3 --pool-draw $(POOL_DRAW) --resamples $(RESAMPLES) --seed $$seed \
+			|| exit 1; \
+	done
+	if [ $(words $(SEEDS)) -gt 1 ]; then CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train soup --last $(words $(SEEDS)); fi
 	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor train online --cycles $(CYCLES) --iterations 2 --problems 6 --samples 8 \
 		--mixed 50 --expressions 100 --lr 2e-4 --report-dir results/train-local
 	CONDUCTOR_HOME=$(TRAIN_HOME) $(BIN)/conductor checkpoints export active --to $(SHIPPED)

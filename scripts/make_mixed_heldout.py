@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[1] / "reward_pipeline" / "evaluation" / "data"
-N = 20
+from mixed_file import DATA, N, category_options, fact_row, make_rows, write_interleaved
 
 # Words the training generator's bank does not hold.
 WORDS = (
@@ -100,13 +98,7 @@ def transform(rng: random.Random, i: int) -> dict:
 
 
 def choice(rng: random.Random, i: int) -> dict:
-    cats = list(CATEGORIES)
-    category = cats[i % len(cats)]
-    right = rng.choice(CATEGORIES[category])
-    wrong = [rng.choice(CATEGORIES[c]) for c in rng.sample([c for c in cats if c != category], 3)]
-    options = [right, *wrong]
-    rng.shuffle(options)
-    letter = "ABCD"[options.index(right)]
+    category, options, letter = category_options(rng, CATEGORIES, i)
     body = "\n".join(f"({'ABCD'[k]}) {o}" for k, o in enumerate(options))
     return {
         "question": f"Pick the option that is a {category}.\n{body}\nAnswer with the letter.",
@@ -117,35 +109,17 @@ def choice(rng: random.Random, i: int) -> dict:
 
 
 def facts(rng: random.Random, i: int) -> dict:
-    q, answer, aliases = FACTS[i]
-    return {"question": q, "answer": answer, "kind": "text", "metadata": {"aliases": aliases}}
+    return fact_row(FACTS[i])
 
 
 def main() -> None:
     rng = random.Random(20261205)
     arith = [json.loads(line) for line in (DATA / "arith_words_heldout.jsonl").read_text().splitlines()[:N]]
-    rows: list[dict] = []
-    for a in arith:
-        rows.append({**a, "metadata": {"family": "arithmetic"}})
-    for family, make in (
-        ("letters", letters),
-        ("lists", lists),
-        ("transform", transform),
-        ("choice", choice),
-        ("facts", facts),
-    ):
-        for i in range(N):
-            row = make(rng, i)
-            row["metadata"] = {**row.get("metadata", {}), "family": family}
-            rows.append(row)
-    # Interleaved by kind, so the first N of the file (make demo) hold every kind.
-    by_family: dict[str, list[dict]] = {}
-    for row in rows:
-        by_family.setdefault(row["metadata"]["family"], []).append(row)
-    ordered = [by_family[f][i] for i in range(N) for f in by_family]
-    with (DATA / "mixed_heldout.jsonl").open("w", encoding="utf-8") as out:
-        for k, row in enumerate(ordered):
-            out.write(json.dumps({"id": f"heldout-mixed-{k:03d}", **row}) + "\n")
+    rows = {"arithmetic": [{**a, "metadata": {"family": "arithmetic"}} for a in arith]}
+    rows |= make_rows(
+        rng, {"letters": letters, "lists": lists, "transform": transform, "choice": choice, "facts": facts}, N
+    )
+    write_interleaved(DATA / "mixed_heldout.jsonl", "heldout-mixed", rows, N)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ def serve_command(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8000,
     served_name: Annotated[str, typer.Option(help="Model name clients use; default: the model directory's name.")] = "",
     enable_lora: Annotated[bool, typer.Option(help="Allow LoRA adapters, loadable at run time.")] = True,
-    max_lora_rank: Annotated[int, typer.Option(help="Largest LoRA rank accepted.")] = 16,
+    max_lora_rank: Annotated[
+        int, typer.Option(help="Largest LoRA rank accepted (a soup of warm-ups has the sum of their ranks).")
+    ] = 64,
     max_loras: Annotated[int, typer.Option(help="Adapters resident at once.")] = 2,
     max_model_len: Annotated[int, typer.Option(help="Context length.")] = 4096,
     kv_cache_gb: Annotated[int, typer.Option(help="GiB of CPU KV cache.")] = 1,

@@ -217,6 +217,33 @@ def _mixed_warmup(
         )
 
 
+@train_app.command("soup")
+def soup(
+    checkpoints: list[str] | None = typer.Argument(
+        None, help="Checkpoint ids to soup (default: every warm-up candidate in this store)."
+    ),
+    weights: str | None = typer.Option(None, help="Comma-separated weights, one per checkpoint (default: equal)."),
+    last: int | None = typer.Option(
+        None, min=2, help="Without ids: only the newest N warm-up candidates (the seeds a recipe just ran)."
+    ),
+) -> None:
+    """One candidate whose weight change is the mean of several warm-ups' (one recipe at several seeds): what
+    each run learned by chance shrinks, what the reward taught every run stays (`reward_pipeline.training.soup`)."""
+    from reward_pipeline.training.loops.stages import soup_stage
+
+    with errors_to_exit_codes():
+        runtime, registry = _registry()
+        ids = list(checkpoints or [])
+        if not ids:
+            ids = [c.id for c in registry.list() if c.stage == "warmup" and c.status == "candidate"]
+            ids = ids[-last:] if last else ids
+        if len(ids) < 2:
+            raise typer.BadParameter(f"a soup needs two checkpoints or more; this store offers {ids or 'none'}")
+        w = [float(x) for x in weights.split(",")] if weights else None
+        view = soup_stage(registry=registry, home=runtime.settings.home, checkpoint_ids=ids, weights=w)
+        echo_json({"checkpoint": view.id, "status": view.status, "path": view.path, "soup_of": ids, **view.metrics})
+
+
 @train_app.command("online")
 def online(
     cycles: int = typer.Option(3, help="Cycles of iterations -> gate -> promote."),

@@ -18,6 +18,10 @@ from conductor.domain.errors import NotFound, TrainingError
 from conductor.store import lineage
 from conductor.store.models import Checkpoint
 
+#: Stages whose checkpoints start a run from the base model (a warm-up, a soup of warm-ups); a run gates the
+#: newest candidate of these against the base.
+STARTING_STAGES = ("warmup", "soup")
+
 
 class CheckpointStatus:
     CANDIDATE = "candidate"

@@ -22,7 +22,7 @@ from conductor.domain.tools import TOOL_PROVIDER
 from conductor.inference.gateway import Gateway
 from conductor.inference.local_model import model_dir
 from reward_pipeline.training.board import TrainingBoard
-from reward_pipeline.training.checkpoints import Registry
+from reward_pipeline.training.checkpoints import STARTING_STAGES, Registry
 from reward_pipeline.training.curriculum import curriculum_expressions, mixed_dev, mixed_problems
 from reward_pipeline.training.gate import evaluate_workers
 from reward_pipeline.training.grpo import OfflineGRPOTrainer, make_config
@@ -91,6 +91,7 @@ def serving_stack(settings: Settings, cfg: LocalRunConfig) -> Iterator[tuple[Any
         served_name=SERVED,
         max_model_len=2048,
         max_loras=8,
+        max_lora_rank=64,  # a soup of warm-ups has the sum of their ranks (`conductor train soup`)
         log_path=settings.home / "vllm-train.log",
     )
     srv.start(timeout=300)
@@ -219,7 +220,7 @@ def _warmup_gate(
     active = ctx.registry.active()
     if active is not None:
         return start_policy(active)
-    candidates = [c for c in ctx.registry.list() if c.stage == "warmup" and c.status == "candidate"]
+    candidates = [c for c in ctx.registry.list() if c.stage in STARTING_STAGES and c.status == "candidate"]
     if not candidates:  # no warm-up here: GRPO continues from what the pool serves
         return continue_from(ctx.registry, shipped)
     warm = candidates[-1]

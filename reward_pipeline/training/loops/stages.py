@@ -24,6 +24,7 @@ from reward_pipeline.training.routes import (
     resample_unsolved,
     try_routes,
 )
+from reward_pipeline.training.soup import soup_adapters
 from reward_pipeline.training.warmup import WarmupConfig, build_examples, run_warmup
 
 
@@ -183,6 +184,36 @@ def route_warmup_stage(
         **(provenance or {}),
     }
     return _register_warmup(registry, ckpt_id, out, base_model, problems, metrics, config_record)
+
+
+def soup_stage(
+    *, registry: Registry, home: Path, checkpoint_ids: list[str], weights: list[float] | None = None
+) -> CheckpointView:
+    """Warm-up candidates (one recipe at several seeds) -> one adapter with the mean of their weight changes
+    (`reward_pipeline.training.soup`) -> a candidate checkpoint (stage `soup`). Its config holds every
+    source's own row (config, metrics, data window), since a soup has no single parent for lineage to follow."""
+    views = [registry.get(i) for i in checkpoint_ids]
+    missing = [v.id for v in views if not v.path]
+    if missing:
+        raise ValueError(f"checkpoints without weights cannot be souped: {', '.join(missing)}")
+    ckpt_id = registry.new_id("soup")
+    out = checkpoint_dir(home, ckpt_id)
+    result = soup_adapters([Path(v.path or "") for v in views], out, weights)
+    # As export writes lineage: every field, times as text (the config column is JSON).
+    sources = json.loads(json.dumps([dataclasses.asdict(v) | {"path": None} for v in views], default=str))
+    return registry.add(
+        id=ckpt_id,
+        parent_id=None,
+        stage="soup",
+        base_model=views[0].base_model,
+        path=out,
+        config={"soup_of": [v.id for v in views], "weights": list(result.weights), "sources": sources},
+        metrics={"rank": result.rank},
+        data_window={
+            "problems": sum(int(v.data_window.get("problems", 0)) for v in views),
+            TENANTS_KEY: sorted({t for v in views for t in v.data_window.get(TENANTS_KEY, [])}),
+        },
+    )
 
 
 def trial_table(problems: list[Problem], trials: dict[str, list[RouteTrial]]) -> dict[str, dict[str, str]]:

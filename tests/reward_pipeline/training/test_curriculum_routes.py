@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ from conductor.sandbox import run_tool_program
 from reward_pipeline.training.curriculum import FAMILIES, mixed_dev, mixed_problems
 from reward_pipeline.training.routes import RouteTrial, build_route_examples, pool_subsets, try_routes
 
-HELDOUT = Path(__file__).resolve().parents[3] / "reward_pipeline" / "evaluation" / "data" / "mixed_heldout.jsonl"
+DATA = Path(__file__).resolve().parents[3] / "reward_pipeline" / "evaluation" / "data"
+HELDOUT = DATA / "mixed_heldout.jsonl"
+VALIDATION = DATA / "mixed_validation.jsonl"
 POOL = load_pool(Path(__file__).resolve().parents[3] / "conductor" / "config" / "pools" / "local.yaml")
 
 
@@ -54,6 +57,29 @@ def test_the_held_out_file_uses_templates_the_generator_never_writes() -> None:
     for h in held:
         if h["metadata"]["family"] != "arithmetic":
             assert " ".join(h["question"].split()[:5]) not in starts, h["question"]
+
+
+def test_the_validation_file_shares_no_template_word_or_fact_with_the_generator_or_the_held_out_file() -> None:
+    val = [json.loads(line) for line in VALIDATION.read_text().splitlines()]
+    held = [json.loads(line) for line in HELDOUT.read_text().splitlines()]
+    assert len(val) == 120
+    assert {f: sum(v["metadata"]["family"] == f for v in val) for f in FAMILIES} == dict.fromkeys(FAMILIES, 20)
+    generated = [p.question for p in mixed_problems(200, seed=0) + mixed_problems(200, seed=1)]
+    # Its arithmetic too has templates of its own: no question of the three sources starts alike.
+    starts = {" ".join(q.split()[:5]) for q in generated + [h["question"] for h in held]}
+    for v in val:
+        assert " ".join(v["question"].split()[:5]) not in starts, v["question"]
+    # Its words are in neither bank, so no letter, list or word question repeats a word a model was tuned on.
+    seen_words = {w.lower() for q in generated + [h["question"] for h in held] for w in re.findall(r"[A-Za-z]+", q)}
+    for v in val:
+        if v["metadata"]["family"] in ("letters", "transform"):
+            assert not set(re.findall(r"[a-z]{6,}", v["question"])) <= seen_words, v["question"]
+    # Every reference is what its question asks (the string kinds recomputed here, not copied from the script).
+    for v in val:
+        if v["question"].startswith("Write the word"):
+            assert v["answer"] == v["question"].split()[3][::-1]
+        if v["question"].startswith("Which word would come last"):
+            assert v["answer"] == max(v["question"].split(": ")[1].rstrip("?").split(", "))
 
 
 def scripted_answers(right: set[str]):  # type: ignore[no-untyped-def]
