@@ -224,7 +224,10 @@ def soup(
     ),
     weights: str | None = typer.Option(None, help="Comma-separated weights, one per checkpoint (default: equal)."),
     last: int | None = typer.Option(
-        None, min=2, help="Without ids: only the newest N warm-up candidates (the seeds a recipe just ran)."
+        None, min=1, help="Without ids: only the newest N warm-up candidates (the seeds a recipe just ran)."
+    ),
+    adapter: list[Path] | None = typer.Option(
+        None, help="An exported adapter folder with its record.json (the shipped one, say) joins the soup; repeatable."
     ),
 ) -> None:
     """One candidate whose weight change is the mean of several warm-ups' (one recipe at several seeds): what
@@ -237,11 +240,16 @@ def soup(
         if not ids:
             ids = [c.id for c in registry.list() if c.stage == "warmup" and c.status == "candidate"]
             ids = ids[-last:] if last else ids
-        if len(ids) < 2:
+        extra = list(adapter or [])
+        if len(ids) + len(extra) < 2:
             raise typer.BadParameter(f"a soup needs two checkpoints or more; this store offers {ids or 'none'}")
         w = [float(x) for x in weights.split(",")] if weights else None
-        view = soup_stage(registry=registry, home=runtime.settings.home, checkpoint_ids=ids, weights=w)
-        echo_json({"checkpoint": view.id, "status": view.status, "path": view.path, "soup_of": ids, **view.metrics})
+        view = soup_stage(registry=registry, home=runtime.settings.home, checkpoint_ids=ids, adapters=extra, weights=w)
+        config = view.config or {}
+        echo_json(
+            {"checkpoint": view.id, "status": view.status, "path": view.path, "soup_of": config["soup_of"]}
+            | {"weights": config["weights"], "rank": view.metrics["rank"]}
+        )
 
 
 @train_app.command("online")

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from conductor.config.pool import Pool
+from conductor.domain.errors import TrainingError
 from conductor.domain.problem import Problem
 from conductor.domain.prompts import QUESTION_REF
 from conductor.store.lineage import TENANTS_KEY
 from reward_pipeline.training.checkpoints import CheckpointView, Registry
+from reward_pipeline.training.export import record_entry
 from reward_pipeline.training.routes import (
     Answerer,
     RouteTrial,
@@ -187,31 +189,47 @@ def route_warmup_stage(
 
 
 def soup_stage(
-    *, registry: Registry, home: Path, checkpoint_ids: list[str], weights: list[float] | None = None
+    *,
+    registry: Registry,
+    home: Path,
+    checkpoint_ids: list[str],
+    adapters: list[Path] | None = None,
+    weights: list[float] | None = None,
 ) -> CheckpointView:
     """Warm-up candidates (one recipe at several seeds) -> one adapter with the mean of their weight changes
-    (`reward_pipeline.training.soup`) -> a candidate checkpoint (stage `soup`). Its config holds every
-    source's own row (config, metrics, data window), since a soup has no single parent for lineage to follow."""
+    (`reward_pipeline.training.soup`) -> a candidate checkpoint (stage `soup`). ``adapters``: exported adapter
+    folders (the shipped one, say) join the soup after the checkpoints, in that order (``weights`` follow it).
+    Its config holds every source's own row (config, metrics, data window; an exported adapter's from its
+    record.json), since a soup has no single parent for lineage to follow."""
     views = [registry.get(i) for i in checkpoint_ids]
     missing = [v.id for v in views if not v.path]
     if missing:
-        raise ValueError(f"checkpoints without weights cannot be souped: {', '.join(missing)}")
-    ckpt_id = registry.new_id("soup")
-    out = checkpoint_dir(home, ckpt_id)
-    result = soup_adapters([Path(v.path or "") for v in views], out, weights)
+        raise TrainingError(f"checkpoints without weights cannot be souped: {', '.join(missing)}")
     # As export writes lineage: every field, times as text (the config column is JSON).
     sources = json.loads(json.dumps([dataclasses.asdict(v) | {"path": None} for v in views], default=str))
+    paths = [Path(v.path or "") for v in views]
+    for adapter in adapters or []:
+        entry = record_entry(adapter)
+        if not entry:
+            raise TrainingError(
+                f"{adapter} has no record.json naming its checkpoint: a soup keeps where each part came from"
+            )
+        sources.append(entry | {"path": str(adapter)})
+        paths.append(adapter)
+    ckpt_id = registry.new_id("soup")
+    out = checkpoint_dir(home, ckpt_id)
+    result = soup_adapters(paths, out, weights)
     return registry.add(
         id=ckpt_id,
         parent_id=None,
         stage="soup",
-        base_model=views[0].base_model,
+        base_model=views[0].base_model if views else str(sources[0].get("base_model")),
         path=out,
-        config={"soup_of": [v.id for v in views], "weights": list(result.weights), "sources": sources},
+        config={"soup_of": [src["id"] for src in sources], "weights": list(result.weights), "sources": sources},
         metrics={"rank": result.rank},
         data_window={
-            "problems": sum(int(v.data_window.get("problems", 0)) for v in views),
-            TENANTS_KEY: sorted({t for v in views for t in v.data_window.get(TENANTS_KEY, [])}),
+            "problems": sum(int((src.get("data_window") or {}).get("problems", 0)) for src in sources),
+            TENANTS_KEY: sorted({t for src in sources for t in (src.get("data_window") or {}).get(TENANTS_KEY, [])}),
         },
     )
 

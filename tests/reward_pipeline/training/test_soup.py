@@ -128,6 +128,44 @@ def test_train_soup_registers_one_candidate_from_every_warm_up_candidate_of_the_
     assert torch.allclose(delta(Path(soup.path or ""), "q_proj"), expected, atol=1e-5)
 
 
+def test_an_exported_adapter_joins_a_soup_with_the_record_beside_it(tmp_path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from conductor.cli.main import app as cli
+    from conductor.runtime import Runtime
+    from reward_pipeline.training.checkpoints import Registry
+    from tests.support.system import make_settings
+
+    monkeypatch.setenv("CONDUCTOR_HOME", str(tmp_path))
+    registry = Registry(Runtime(make_settings(tmp_path)).sessions)
+    registry.add(
+        id="warmup-new",
+        parent_id=None,
+        stage="warmup",
+        base_model="m",
+        path=fake_adapter(tmp_path / "new", r=4, alpha=8, seed=0),
+        config={},
+        metrics={},
+        data_window={"problems": 10},
+    )
+    shipped = fake_adapter(tmp_path / "shipped", r=4, alpha=8, seed=1)
+    unrecorded = fake_adapter(tmp_path / "unrecorded", r=4, alpha=8, seed=2)
+    record = {"checkpoint": "warmup-old", "lineage": [{"id": "warmup-old", "data_window": {"problems": 5}}]}
+    (shipped / "record.json").write_text(json.dumps(record))
+
+    out = CliRunner().invoke(cli, ["train", "soup", "--adapter", str(shipped), "--weights", "0.25,0.75"])
+    refused = CliRunner().invoke(cli, ["train", "soup", "--adapter", str(unrecorded)])
+
+    assert out.exit_code == 0, out.output
+    made = json.loads(out.stdout)
+    assert made["soup_of"] == ["warmup-new", "warmup-old"] and made["weights"] == [0.25, 0.75]
+    soup = registry.get(made["checkpoint"])
+    assert soup.config["sources"][1]["path"] == str(shipped) and soup.data_window["problems"] == 15
+    expected = 0.25 * delta(tmp_path / "new", "q_proj") + 0.75 * delta(shipped, "q_proj")
+    assert torch.allclose(delta(Path(soup.path or ""), "q_proj"), expected, atol=1e-5)
+    assert refused.exit_code != 0 and "no record.json" in refused.output
+
+
 def test_train_soup_with_fewer_than_two_candidates_says_so(tmp_path, monkeypatch) -> None:
     from typer.testing import CliRunner
 
