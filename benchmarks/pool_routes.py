@@ -2,6 +2,9 @@
 bundled pool and for that pool with workers removed (ids renumbered as any deployment's pool would be).
 
     python benchmarks/pool_routes.py [--n 5] [--pool conductor/config/pools/local.yaml] [--out docs/orchestration]
+        [--questions reward_pipeline/evaluation/data/mixed_validation.jsonl]
+
+(`--questions` the validation file to compare candidates without spending the held-out file.)
 
 For each pool variant and each kind of question: the share of first plans per route (the workers of the
 plan's steps, by name) and the parse rate under the production grammar. Plan-only (one Conductor call
@@ -54,14 +57,15 @@ def first_plans(pool: Pool, problems: list[Problem], settings: Settings) -> list
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=5, help="questions of each kind (the first N of the held-out file)")
+    ap.add_argument("--n", type=int, default=5, help="questions of each kind (the first N of the file)")
     ap.add_argument("--pool", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None, help="write pool_routes.json here")
     ap.add_argument("--max-tokens", type=int, default=None, help="cap the Conductor's plan (a smoke run's size)")
+    ap.add_argument("--questions", type=Path, default=HELDOUT, help="a mixed file with metadata.family")
     args = ap.parse_args()
     settings = Settings()
     by_family: dict[str, list[Problem]] = {}
-    for _, p in read_problems(HELDOUT):
+    for _, p in read_problems(args.questions):
         if isinstance(p, Problem):
             fam = str(p.metadata.get("family"))
             if len(by_family.setdefault(fam, [])) < args.n:

@@ -22,6 +22,7 @@ from conductor.inference.vllm_server import default_python
 from tests.conftest import MODEL_HOME
 
 ROOT = Path(__file__).resolve().parents[2]
+VALIDATION = ROOT / "reward_pipeline" / "evaluation" / "data" / "mixed_validation.jsonl"
 BENCHMARKS = ROOT / "benchmarks"
 RETRAINING_RUN = ROOT / "docs" / "retraining_cpu" / "two_model_pool"
 
@@ -122,9 +123,9 @@ SMOKES: dict[str, Smoke] = {
         timeout_s=840,
     ),
     "verifiers.py": Smoke(["--n", "2", "--workers", "1"], expect="all correct"),
-    # Four pools, one held-out question of each kind, plans cut short: the wiring, not the routes.
+    # Four pools, one validation question of each kind, plans cut short: the wiring, not the routes.
     "pool_routes.py": Smoke(
-        ["--n", "1", "--max-tokens", "16"],
+        ["--n", "1", "--max-tokens", "16", "--questions", str(VALIDATION)],
         marks=(pytest.mark.slow, pytest.mark.timeout(900)),
         expect="| without tools |",
         env={"CONDUCTOR_HOME": str(MODEL_HOME)},
