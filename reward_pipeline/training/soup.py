@@ -24,7 +24,7 @@ from conductor.domain.errors import TrainingError
 WEIGHTS = "adapter_model.safetensors"
 CONFIG = "adapter_config.json"
 # Fields two adapters must agree on for their weight changes to add up on the same modules.
-_SAME = ("base_model_name_or_path", "layers_to_transform", "bias", "fan_in_fan_out", "task_type")
+_SAME = ("layers_to_transform", "bias", "fan_in_fan_out", "task_type")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,9 @@ def soup_adapters(adapters: list[Path], out: Path, weights: list[float] | None =
     first = configs[0]
     for a, c in zip(adapters[1:], configs[1:], strict=True):
         diff = [k for k in _SAME if c.get(k) != first.get(k)]
+        # An export names the base model by its folder (resolved against the model cache), a store by its path.
+        if Path(str(c.get("base_model_name_or_path"))).name != Path(str(first.get("base_model_name_or_path"))).name:
+            diff.append("base_model_name_or_path")
         if set(c.get("target_modules") or []) != set(first.get("target_modules") or []):
             diff.append("target_modules")
         if diff:

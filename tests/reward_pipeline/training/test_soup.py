@@ -16,7 +16,9 @@ from tests.conftest import MODEL_HOME
 SHIPPED = Path(__file__).resolve().parents[3] / "conductor" / "config" / "adapters" / "smollm2-conductor"
 
 
-def fake_adapter(path: Path, *, r: int, alpha: int, seed: int, modules: tuple[str, ...] = ("q_proj", "v_proj")) -> Path:
+def fake_adapter(
+    path: Path, *, r: int, alpha: int, seed: int, modules: tuple[str, ...] = ("q_proj", "v_proj"), base: str = "m"
+) -> Path:
     """A LoRA on two 8x8 projections of one layer, factors drawn from ``seed``."""
     g = torch.Generator().manual_seed(seed)
     tensors = {}
@@ -26,7 +28,7 @@ def fake_adapter(path: Path, *, r: int, alpha: int, seed: int, modules: tuple[st
         tensors[f"{prefix}.lora_B.weight"] = torch.randn(8, r, generator=g)
     path.mkdir(parents=True)
     save_file(tensors, str(path / "adapter_model.safetensors"))
-    config = {"r": r, "lora_alpha": alpha, "target_modules": list(modules), "base_model_name_or_path": "m"}
+    config = {"r": r, "lora_alpha": alpha, "target_modules": list(modules), "base_model_name_or_path": base}
     (path / "adapter_config.json").write_text(json.dumps(config))
     return path
 
@@ -61,6 +63,9 @@ def test_adapters_on_different_modules_or_of_another_kind_are_refused_with_the_r
     other = fake_adapter(tmp_path / "other", r=4, alpha=8, seed=2, modules=("q_proj", "k_proj"))
     with pytest.raises(TrainingError, match="target_modules"):
         soup_adapters([a, other], tmp_path / "x")
+    another_base = fake_adapter(tmp_path / "another", r=4, alpha=8, seed=2, base="/models/other")
+    with pytest.raises(TrainingError, match="base_model_name_or_path"):
+        soup_adapters([a, another_base], tmp_path / "x")
     with pytest.raises(TrainingError, match="two adapters"):
         soup_adapters([a], tmp_path / "x")
     with pytest.raises(TrainingError, match="2 weights for 3"):
@@ -143,7 +148,8 @@ def test_an_exported_adapter_joins_a_soup_with_the_record_beside_it(tmp_path, mo
         parent_id=None,
         stage="warmup",
         base_model="m",
-        path=fake_adapter(tmp_path / "new", r=4, alpha=8, seed=0),
+        # A store's adapter names its base model by path, an export by the folder's name: the same model.
+        path=fake_adapter(tmp_path / "new", r=4, alpha=8, seed=0, base=str(tmp_path / "models" / "m")),
         config={},
         metrics={},
         data_window={"problems": 10},
