@@ -84,7 +84,7 @@ lint: setup
 # (problem-first); `make train-local POOL_DRAW=subset-first` trains the 2026-12-07 candidate's way (README).
 # RESAMPLES=N asks the sampling model worker N more times on every problem no route trial solved (README).
 # SEEDS="0 1" runs the warm-up once per seed (each its own problems, draw and LoRA start) and gates the soup
-# of the runs, one adapter with the mean of their weight changes (README, "Seeds and the soup").
+# of the runs, one adapter with the mean of their weight changes (README, "A second seed and the soup").
 TRAIN_HOME ?= .conductor/train-local
 SHIPPED    ?= conductor/config/adapters/smollm2-conductor
 CYCLES     ?= 0
