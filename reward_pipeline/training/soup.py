@@ -4,7 +4,8 @@ Adapters trained by one recipe at different seeds agree on what the reward taugh
 and strings to a tool, choices to a model) and disagree on what each run picked up by chance (which
 knowledge questions look like a program): three warm-ups of near-identical recipes sent 7, 17 and 8 of 20
 held-out facts to a tool, each a different set. Averaging the weight changes keeps the shared part and
-shrinks the seed-specific part (Wortsman et al. 2022, "Model soups").
+shrinks the seed-specific part (Wortsman et al. 2022, "Model soups"). Measured (README, "A second seed and
+the soup"): the facts turned out to be a bias every run shares, which a soup does not remove.
 
 Independently trained LoRAs cannot be averaged factor by factor (A and B of two runs live in different
 bases), so the soup concatenates them: A = [A_1; ...; A_k], B = [w_1 s_1 B_1, ..., w_k s_k B_k], whose
