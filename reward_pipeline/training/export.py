@@ -12,6 +12,7 @@ from conductor.domain.errors import TrainingError
 from reward_pipeline.training.checkpoints import CheckpointView, Registry
 
 WEIGHTS = "adapter_model.safetensors"
+CONFIG = "adapter_config.json"
 
 
 def record_entry(adapter: Path, checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -23,6 +24,12 @@ def record_entry(adapter: Path, checkpoint_id: str | None = None) -> dict[str, A
     record = json.loads(path.read_text())
     wanted = checkpoint_id or record.get("checkpoint")
     return next((c for c in record.get("lineage", []) if c.get("id") == wanted), {})
+
+
+def record_row(view: CheckpointView) -> dict[str, Any]:
+    """A checkpoint's row as a record holds it: every field, times as text, no path (it is local to a store)."""
+    row: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(view) | {"path": None}, default=str))
+    return row
 
 
 def lineage(registry: Registry, checkpoint_id: str) -> list[CheckpointView]:
@@ -47,12 +54,12 @@ def export_adapter(registry: Registry, checkpoint_id: str, to: Path) -> Path:
     to.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.to(torch.float16).contiguous() for k, v in load_file(str(src / WEIGHTS)).items()}
     save_file(tensors, str(to / WEIGHTS))
-    config = json.loads((src / "adapter_config.json").read_text())
+    config = json.loads((src / CONFIG).read_text())
     config["base_model_name_or_path"] = "smollm2-135m-instruct"  # resolved against the model cache, not a path
-    (to / "adapter_config.json").write_text(json.dumps(config, indent=1))
+    (to / CONFIG).write_text(json.dumps(config, indent=1))
     record = {
         "checkpoint": checkpoint_id,
-        "lineage": [dataclasses.asdict(v) | {"path": None} for v in views],
+        "lineage": [record_row(v) for v in views],
     }
     (to / "record.json").write_text(json.dumps(record, indent=1, default=str))
     return to

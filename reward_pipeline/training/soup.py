@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from conductor.domain.errors import TrainingError
+from reward_pipeline.training.export import CONFIG, WEIGHTS
 
-WEIGHTS = "adapter_model.safetensors"
-CONFIG = "adapter_config.json"
 # Fields two adapters must agree on for their weight changes to add up on the same modules.
 _SAME = ("layers_to_transform", "bias", "fan_in_fan_out", "task_type")
 

@@ -17,7 +17,7 @@ from conductor.domain.problem import Problem
 from conductor.domain.prompts import QUESTION_REF
 from conductor.store.lineage import TENANTS_KEY
 from reward_pipeline.training.checkpoints import CheckpointView, Registry
-from reward_pipeline.training.export import record_entry
+from reward_pipeline.training.export import record_entry, record_row
 from reward_pipeline.training.routes import (
     Answerer,
     RouteTrial,
@@ -205,8 +205,7 @@ def soup_stage(
     missing = [v.id for v in views if not v.path]
     if missing:
         raise TrainingError(f"checkpoints without weights cannot be souped: {', '.join(missing)}")
-    # As export writes lineage: every field, times as text (the config column is JSON).
-    sources = json.loads(json.dumps([dataclasses.asdict(v) | {"path": None} for v in views], default=str))
+    sources = [record_row(v) for v in views]
     paths = [Path(v.path or "") for v in views]
     for adapter in adapters or []:
         entry = record_entry(adapter)
@@ -223,7 +222,7 @@ def soup_stage(
         id=ckpt_id,
         parent_id=None,
         stage="soup",
-        base_model=views[0].base_model if views else str(sources[0].get("base_model")),
+        base_model=str(sources[0].get("base_model") or ""),
         path=out,
         config={"soup_of": [src["id"] for src in sources], "weights": list(result.weights), "sources": sources},
         metrics={"rank": result.rank},
