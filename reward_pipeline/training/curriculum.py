@@ -25,7 +25,6 @@ from pathlib import Path
 
 from conductor.domain.problem import Problem
 from reward_pipeline.training.expressions import expression_problems, operator_count
-from reward_pipeline.training.knowledge import knowledge_facts
 from reward_pipeline.training.problems import arithmetic
 
 __all__ = ["DEV_PER_FAMILY", "FAMILIES", "curriculum_expressions", "mixed_dev", "mixed_problems"]
@@ -438,13 +437,8 @@ def _choice(rng: random.Random, i: int) -> Problem:
     )
 
 
-#: the tables' questions, about eight hundred (``knowledge.py``)
-KNOWLEDGE = knowledge_facts()
-
-
 def _facts(rng: random.Random, i: int) -> Problem:
-    # A third from the hand-written bank, whose phrasings are the most varied; the rest from the tables.
-    q, answer, aliases = rng.choice(FACTS if rng.random() < 1 / 3 else KNOWLEDGE)
+    q, answer, aliases = rng.choice(FACTS)
     return Problem(
         id=f"mix-facts-{i}",
         question=q,
