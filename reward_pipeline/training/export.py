@@ -61,5 +61,5 @@ def export_adapter(registry: Registry, checkpoint_id: str, to: Path) -> Path:
         "checkpoint": checkpoint_id,
         "lineage": [record_row(v) for v in views],
     }
-    (to / "record.json").write_text(json.dumps(record, indent=1, default=str))
+    (to / "record.json").write_text(json.dumps(record, indent=1))  # record_row made every row JSON
     return to
