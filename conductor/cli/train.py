@@ -62,6 +62,11 @@ def warmup(  # noqa: PLR0913 -- one parameter per CLI option (pyproject: max-arg
         help="Mixed curriculum: the pool each example shows: a random renumbered subset drawn before the problem "
         "(then a problem its workers solved), drawn after it as until 2026-12-07, or the whole pool as deployed.",
     ),
+    balance_routes: bool = typer.Option(
+        False,
+        help="Mixed curriculum: half the examples' verified routes a model, half a tool (default: kinds weigh the "
+        "same, whatever route reward chose for them).",
+    ),
     vllm: bool = typer.Option(True, help="Mixed curriculum: run the model routes on a private vLLM server."),
     trials: Path | None = typer.Option(
         None, help="Mixed curriculum: reuse the route trials a previous warm-up recorded (its route_trials.jsonl)."
@@ -106,6 +111,7 @@ def warmup(  # noqa: PLR0913 -- one parameter per CLI option (pyproject: max-arg
                 vllm=vllm,
                 trials=trials,
                 resamples=resamples,
+                balance_routes=balance_routes,
                 provenance={**provenance, "mixed": mixed, "trials": str(trials) if trials else None},
             )
             if promote:
@@ -150,6 +156,7 @@ def _mixed_warmup(
     provenance: dict[str, Any],
     trials: Path | None = None,
     resamples: int = 0,
+    balance_routes: bool = False,
 ) -> Any:
     """The route warm-up on the mixed curriculum (see `reward_pipeline.training.routes`)."""
     import contextlib
@@ -214,6 +221,7 @@ def _mixed_warmup(
             recorded=load_trials(trials) if trials is not None else None,
             resamples=resamples,
             release=stack.close,
+            balance_routes=balance_routes,
         )
 
 

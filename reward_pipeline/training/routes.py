@@ -197,6 +197,34 @@ def _family(problem: Problem) -> str:
     return str(problem.metadata.get("family", problem.kind))
 
 
+def _replan_example(
+    problem: Problem,
+    workers: Sequence[WorkerSpec],
+    target: RouteTrial,
+    mine: list[RouteTrial],
+    good: list[RouteTrial],
+    rng: random.Random,
+    max_steps: int,
+) -> tuple[list[dict[str, Any]], str, bool]:
+    """A replan round on verified material: shown the verified route and its answer, keep it (three empty
+    lists); shown a failed one (when the subset had one, half the time), a verified route. -> (prompt,
+    completion, kept)."""
+    bad = [t for t in mine if not t.correct]
+    keep = not bad or rng.random() < 0.5
+    previous = target if keep else rng.choice(bad)
+    prompt = build_replan_messages(
+        problem.question,
+        _cards(workers),
+        previous=_one_step(workers, previous),
+        previous_answer=previous.answer,
+        max_steps=max_steps,
+        style="compact",
+    )
+    if keep:
+        return prompt, Workflow.from_lists([], [], []).to_python(), True
+    return prompt, _one_step(workers, rng.choice(good)).to_python(), False
+
+
 def build_route_examples(
     problems: Sequence[Problem],
     trials: dict[str, list[RouteTrial]],
@@ -209,6 +237,7 @@ def build_route_examples(
     randomise_pool: bool = True,
     balance_kinds: bool = True,
     subset_first: bool = True,
+    balance_routes: bool = False,
 ) -> RouteExamples:
     """``n`` prompt/completion pairs (TRL's conversational format): first-round plans, and with
     ``replan_share`` that share of replan rounds. A problem none of whose candidates in the drawn subset
@@ -224,7 +253,14 @@ def build_route_examples(
     (problem first, subset redrawn until a route of it had earned reward), a string question was almost
     never shown without python (the models solve few of them, so nearly every such draw was thrown away):
     under 4% of the string plans, and the adapter then sent string questions to the calculator when python
-    was left out. ``subset_first=False`` draws the old way (the shipped adapter was trained so)."""
+    was left out. ``subset_first=False`` draws the old way (the shipped adapter was trained so).
+
+    With ``balance_routes`` half the examples have a model as their verified route and half a tool: each
+    example first draws the route class it will have, and a draw whose rewarded route is of the other class is
+    thrown away. Balanced by kind only, four of the six kinds are solved by a tool, so two thirds of the plans
+    name one, and a question unlike every training question tends to the majority: on the validation file 9
+    of 20 knowledge questions went to python. The class of a route is what reward chose for that draw (the
+    worker's own card says whether it is a tool); nothing says which kind belongs to which class."""
     rng = random.Random(seed)
     by_kind: dict[str, list[Problem]] = {}
     solvers: dict[str, set[str]] = {}
@@ -238,10 +274,16 @@ def build_route_examples(
     routes: dict[str, int] = {}
     replans = {"correct": 0, "keep": 0}
     attempts = 0
+    wanted: bool | None = None
     while len(examples) < n and attempts < 50 * n:
         attempts += 1
         if not kinds:
             break
+        # The class is drawn once per example and kept until a draw of that class succeeds (a coin per attempt
+        # would keep the class that is easier to draw more often); drawn only when asked, so the default's
+        # draws stay in the order the shipped adapters were trained on.
+        if balance_routes and wanted is None:
+            wanted = rng.choice((True, False))  # True: a tool route
         if subset_first:
             workers = pool_subsets(pool, rng) if randomise_pool else list(pool.workers)
             names = {w.name for w in workers}
@@ -268,23 +310,11 @@ def build_route_examples(
         cheapest = min(_model_calls(pool, t) for t in good)
         good = [t for t in good if _model_calls(pool, t) == cheapest]
         target = rng.choice(good)
+        if wanted is not None and pool.worker(target.worker).is_tool != wanted:
+            continue
         family = _family(problem)
         if rng.random() < replan_share:
-            bad = [t for t in mine if not t.correct]
-            keep = not bad or rng.random() < 0.5
-            previous = target if keep else rng.choice(bad)
-            prompt = build_replan_messages(
-                problem.question,
-                cards,
-                previous=_one_step(workers, previous),
-                previous_answer=previous.answer,
-                max_steps=max_steps,
-                style="compact",
-            )
-            if keep:
-                completion = Workflow.from_lists([], [], []).to_python()
-            else:
-                completion = _one_step(workers, rng.choice(good)).to_python()
+            prompt, completion, keep = _replan_example(problem, workers, target, mine, good, rng, max_steps)
             replans["keep" if keep else "correct"] += 1
         else:
             prompt = build_plan_messages(problem.question, cards, max_steps=max_steps, style="compact")
@@ -292,6 +322,7 @@ def build_route_examples(
             key = f"{family}:{'tool' if pool.worker(target.worker).is_tool else 'model'}:{target.worker}"
             routes[key] = routes.get(key, 0) + 1
         examples.append({"prompt": prompt, "completion": [{"role": "assistant", "content": completion}]})
+        wanted = None
     solved = sum(1 for p in problems if any(t.correct for t in trials[str(p.id)]))
     return RouteExamples(
         examples,

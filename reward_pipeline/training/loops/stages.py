@@ -97,7 +97,7 @@ def _register_warmup(
     )
 
 
-def route_warmup_stage(
+def route_warmup_stage(  # noqa: PLR0913 -- keyword-only, one per recipe option (the CLI's)
     *,
     registry: Registry,
     pool: Pool,
@@ -115,6 +115,7 @@ def route_warmup_stage(
     recorded: dict[str, list[RouteTrial]] | None = None,
     resamples: int = 0,
     release: Callable[[], None] | None = None,
+    balance_routes: bool = False,
 ) -> CheckpointView:
     """Every problem's one-step routes run and scored -> examples of the routes that earned reward, on
     random renumbered subsets of the pool, plus replan rounds -> SFT LoRA -> a candidate checkpoint.
@@ -153,6 +154,7 @@ def route_warmup_stage(
         replan_share=replan_share,
         randomise_pool=randomise_pool,
         subset_first=subset_first,
+        balance_routes=balance_routes,
     )
     if resolved is not None:
         built.stats["solved_by_resampling"] = resolved
@@ -182,6 +184,7 @@ def route_warmup_stage(
         "randomise_pool": randomise_pool,
         "balance_kinds": True,
         "subset_first": subset_first,
+        "balance_routes": balance_routes,
         "resamples": resamples,
         **(provenance or {}),
     }

@@ -148,6 +148,30 @@ def test_each_kind_weighs_the_same_in_the_examples_however_many_problems_it_has(
     assert by_problem["facts"] < 40
 
 
+def test_with_routes_balanced_half_the_plans_name_a_model_however_many_kinds_a_tool_solves() -> None:
+    # Three kinds a tool solves (arithmetic, letters, lists) and one only a model solved (facts): by kind, a
+    # quarter of the plans name a model; balanced by route, about half, and every plan is still a route that
+    # earned reward for its own question.
+    problems = mixed_problems(6, seed=4)
+    chosen = [p for p in problems if p.metadata["family"] in ("arithmetic", "letters", "lists", "facts")]
+    facts = {p.id for p in chosen if p.metadata["family"] == "facts"}
+    answer, index = scripted_answers(facts)
+    index.update({p.question: p for p in chosen})
+    trials = try_routes(chosen, POOL, answer=answer, tool=tool)
+
+    def model_share(balance_routes: bool) -> float:
+        built = build_route_examples(
+            chosen, trials, POOL, n=400, max_steps=3, seed=1, subset_first=False, balance_routes=balance_routes
+        )
+        assert len(built.examples) == 400
+        routes = built.stats["routes"]
+        assert not any(k.startswith("facts:tool") for k in routes)
+        return sum(c for k, c in routes.items() if ":model:" in k) / sum(routes.values())
+
+    assert 0.15 < model_share(False) < 0.35
+    assert 0.4 < model_share(True) < 0.6
+
+
 def test_plans_for_random_pool_subsets_name_the_workers_of_the_prompt_they_were_shown() -> None:
     problems = mixed_problems(2, seed=8)
     answer, index = scripted_answers({p.id for p in problems})
