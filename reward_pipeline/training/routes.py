@@ -260,7 +260,8 @@ def build_route_examples(
     thrown away. Balanced by kind only, four of the six kinds are solved by a tool, so two thirds of the plans
     name one, and a question unlike every training question tends to the majority: on the validation file 9
     of 20 knowledge questions went to python. The class of a route is what reward chose for that draw (the
-    worker's own card says whether it is a tool); nothing says which kind belongs to which class."""
+    worker's own card says whether it is a tool); nothing says which kind belongs to which class. Tried on
+    2026-12-07 (README): the adapter trained so still sent 9 of 20 of those questions to python."""
     rng = random.Random(seed)
     by_kind: dict[str, list[Problem]] = {}
     solvers: dict[str, set[str]] = {}

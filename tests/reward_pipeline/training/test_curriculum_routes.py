@@ -150,8 +150,8 @@ def test_each_kind_weighs_the_same_in_the_examples_however_many_problems_it_has(
 
 def test_with_routes_balanced_half_the_plans_name_a_model_however_many_kinds_a_tool_solves() -> None:
     # Three kinds a tool solves (arithmetic, letters, lists) and one only a model solved (facts): by kind, a
-    # quarter of the plans name a model; balanced by route, about half, and every plan is still a route that
-    # earned reward for its own question.
+    # quarter of the plans name a model; balanced by route, about half, and still no fact goes to a tool (no
+    # tool earned reward on one).
     problems = mixed_problems(6, seed=4)
     chosen = [p for p in problems if p.metadata["family"] in ("arithmetic", "letters", "lists", "facts")]
     facts = {p.id for p in chosen if p.metadata["family"] == "facts"}
