@@ -67,6 +67,11 @@ def warmup(  # noqa: PLR0913 -- one parameter per CLI option (pyproject: max-arg
         help="Mixed curriculum: half the examples' verified routes a model, half a tool (default: kinds weigh the "
         "same, whatever route reward chose for them).",
     ),
+    prefer_greedy: bool = typer.Option(
+        False,
+        help="Mixed curriculum: where several model workers earned reward on a question, the example names the one "
+        "at the lowest temperature (default: one of them at random).",
+    ),
     vllm: bool = typer.Option(True, help="Mixed curriculum: run the model routes on a private vLLM server."),
     trials: Path | None = typer.Option(
         None, help="Mixed curriculum: reuse the route trials a previous warm-up recorded (its route_trials.jsonl)."
@@ -112,6 +117,7 @@ def warmup(  # noqa: PLR0913 -- one parameter per CLI option (pyproject: max-arg
                 trials=trials,
                 resamples=resamples,
                 balance_routes=balance_routes,
+                prefer_greedy=prefer_greedy,
                 provenance={**provenance, "mixed": mixed, "trials": str(trials) if trials else None},
             )
             if promote:
@@ -157,6 +163,7 @@ def _mixed_warmup(
     trials: Path | None = None,
     resamples: int = 0,
     balance_routes: bool = False,
+    prefer_greedy: bool = False,
 ) -> Any:
     """The route warm-up on the mixed curriculum (see `reward_pipeline.training.routes`)."""
     import contextlib
@@ -222,6 +229,7 @@ def _mixed_warmup(
             resamples=resamples,
             release=stack.close,
             balance_routes=balance_routes,
+            prefer_greedy=prefer_greedy,
         )
 
 

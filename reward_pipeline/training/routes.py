@@ -184,6 +184,23 @@ def _model_calls(pool: Pool, trial: RouteTrial) -> int:
     return 0 if pool.worker(trial.worker).is_tool else 1
 
 
+def _temperature(pool: Pool, trial: RouteTrial) -> float:
+    worker = pool.worker(trial.worker)
+    return 0.0 if worker.is_tool else worker.temperature  # a tool computes: every tool ties
+
+
+def _preferred(pool: Pool, good: list[RouteTrial], *, prefer_greedy: bool) -> list[RouteTrial]:
+    """Among the routes that earned reward, those an example may name: the fewest model calls (at equal reward
+    the cheaper route: a tool spends no tokens; a choice by cost, whatever the kind of question), and with
+    ``prefer_greedy`` of those the models at the lowest temperature."""
+    cheapest = min(_model_calls(pool, t) for t in good)
+    good = [t for t in good if _model_calls(pool, t) == cheapest]
+    if prefer_greedy:
+        coolest = min(_temperature(pool, t) for t in good)
+        good = [t for t in good if _temperature(pool, t) == coolest]
+    return good
+
+
 def _cards(workers: Sequence[WorkerSpec]) -> list[WorkerCard]:
     return [WorkerCard(w.name, w.description, w.is_tool) for w in workers]
 
@@ -238,6 +255,7 @@ def build_route_examples(
     balance_kinds: bool = True,
     subset_first: bool = True,
     balance_routes: bool = False,
+    prefer_greedy: bool = False,
 ) -> RouteExamples:
     """``n`` prompt/completion pairs (TRL's conversational format): first-round plans, and with
     ``replan_share`` that share of replan rounds. A problem none of whose candidates in the drawn subset
@@ -261,7 +279,14 @@ def build_route_examples(
     name one, and a question unlike every training question tends to the majority: on the validation file 9
     of 20 knowledge questions went to python. The class of a route is what reward chose for that draw (the
     worker's own card says whether it is a tool); nothing says which kind belongs to which class. Tried on
-    2026-12-07 (README): the adapter trained so still sent 9 of 20 of those questions to python."""
+    2026-12-07 (README): the adapter trained so still sent 9 of 20 of those questions to python.
+
+    With ``prefer_greedy``, among model workers that earned reward on the same question the one that decodes
+    at the lowest temperature is the target: its right answer repeats on every call, a sampling worker's was
+    one lucky draw (the expected reward differs though the trial's reward does not). A plan's route is one
+    token: drawn at random between two such models, the examples spread a model route over two ids while a
+    tool route sits on one, and a tool's id can then be the likeliest token although the models together are
+    likelier (`benchmarks/route_probs.py`)."""
     rng = random.Random(seed)
     by_kind: dict[str, list[Problem]] = {}
     solvers: dict[str, set[str]] = {}
@@ -306,10 +331,7 @@ def build_route_examples(
         if not good:
             continue
         cards = _cards(workers)
-        # At equal reward the cheaper route: a tool spends no tokens. (Among the routes that earned reward 1,
-        # the ones with the fewest model calls; a choice by cost, whatever the kind of question.)
-        cheapest = min(_model_calls(pool, t) for t in good)
-        good = [t for t in good if _model_calls(pool, t) == cheapest]
+        good = _preferred(pool, good, prefer_greedy=prefer_greedy)
         target = rng.choice(good)
         if wanted is not None and pool.worker(target.worker).is_tool != wanted:
             continue

@@ -122,6 +122,14 @@ SMOKES: dict[str, Smoke] = {
         env={"CONDUCTOR_HOME": str(MODEL_HOME)},
         timeout_s=840,
     ),
+    # One validation question of each kind through the shipped adapter: one forward pass each, no generation.
+    "route_probs.py": Smoke(
+        ["--n", "1", "--questions", str(VALIDATION)],
+        marks=(pytest.mark.timeout(600),),
+        expect="| facts | 1 |",
+        env={"CONDUCTOR_HOME": str(MODEL_HOME)},
+        timeout_s=540,
+    ),
     "verifiers.py": Smoke(["--n", "2", "--workers", "1"], expect="all correct"),
     # Four pools, one validation question of each kind, plans cut short: the wiring, not the routes.
     "pool_routes.py": Smoke(

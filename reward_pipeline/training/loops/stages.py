@@ -116,6 +116,7 @@ def route_warmup_stage(  # noqa: PLR0913 -- keyword-only, one per recipe option 
     resamples: int = 0,
     release: Callable[[], None] | None = None,
     balance_routes: bool = False,
+    prefer_greedy: bool = False,
 ) -> CheckpointView:
     """Every problem's one-step routes run and scored -> examples of the routes that earned reward, on
     random renumbered subsets of the pool, plus replan rounds -> SFT LoRA -> a candidate checkpoint.
@@ -155,6 +156,7 @@ def route_warmup_stage(  # noqa: PLR0913 -- keyword-only, one per recipe option 
         randomise_pool=randomise_pool,
         subset_first=subset_first,
         balance_routes=balance_routes,
+        prefer_greedy=prefer_greedy,
     )
     if resolved is not None:
         built.stats["solved_by_resampling"] = resolved
@@ -185,6 +187,7 @@ def route_warmup_stage(  # noqa: PLR0913 -- keyword-only, one per recipe option 
         "balance_kinds": True,
         "subset_first": subset_first,
         "balance_routes": balance_routes,
+        "prefer_greedy": prefer_greedy,
         "resamples": resamples,
         **(provenance or {}),
     }

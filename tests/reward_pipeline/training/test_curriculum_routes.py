@@ -172,6 +172,31 @@ def test_with_routes_balanced_half_the_plans_name_a_model_however_many_kinds_a_t
     assert 0.4 < model_share(True) < 0.6
 
 
+def test_preferring_greedy_workers_a_question_both_models_answered_goes_to_the_temperature_0_one() -> None:
+    # Both models answer every fact right: drawn at random, the fact plans name each about half the time (the
+    # policy then spreads a model route over two ids); preferring the greedy worker, smol-precise (temperature
+    # 0) every time a subset shows it.
+    problems = [p for p in mixed_problems(8, seed=4) if p.metadata["family"] == "facts"]
+    answer, index = scripted_answers({p.id for p in problems})
+    index.update({p.question: p for p in problems})
+    trials = try_routes(problems, POOL, answer=answer, tool=tool)
+    precise = " ".join(POOL.worker("smol-precise").description.split())
+
+    def precise_share(prefer_greedy: bool) -> float:
+        built = build_route_examples(problems, trials, POOL, n=300, max_steps=3, seed=2, prefer_greedy=prefer_greedy)
+        shown, named = 0, 0
+        for ex in built.examples:
+            lines = [line for line in ex["prompt"][1]["content"].splitlines() if line.startswith("Model ")]
+            if any(line.endswith(precise) for line in lines):
+                shown += 1
+                wf = parse_workflow(ex["completion"][0]["content"], pool_size=len(lines), max_steps=3)
+                named += lines[wf.steps[0].worker].endswith(precise)
+        return named / shown
+
+    assert 0.3 < precise_share(False) < 0.7
+    assert precise_share(True) == 1.0
+
+
 def test_plans_for_random_pool_subsets_name_the_workers_of_the_prompt_they_were_shown() -> None:
     problems = mixed_problems(2, seed=8)
     answer, index = scripted_answers({p.id for p in problems})

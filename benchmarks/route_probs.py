@@ -1,0 +1,123 @@
+"""Where the Conductor's first step goes, as probabilities: per kind, the mean probability of each worker id.
+
+    python benchmarks/route_probs.py [--questions reward_pipeline/evaluation/data/mixed_validation.jsonl]
+        [--n 20] [--pool conductor/config/pools/local.yaml] [--adapter DIR] [--out results/route_probs]
+
+For each question, the next-token distribution after ``model_id = [`` in the plan the warm-up teaches
+(compact prompt, the whole pool as deployed), restricted to the pool's ids: the probability that the first
+step goes to each worker. Per kind it prints the mean of each, the mass on tools, the questions whose tool
+mass is over a half, and **the expected number of plans that name a tool at the Conductor's sampling
+temperature** (each question's distribution sharpened to ``p ** (1 / T)``) beside the same number were the
+model workers one id (their probabilities summed): a plan's route is one token, and two model workers that
+the warm-up's examples name alike split a model route between two ids while a tool route sits on one.
+
+Why: a sampled `conductor eval` of 20 questions of a kind moves by several plans from run to run; this is one
+forward pass a question, deterministic, in seconds, so candidates can be screened on the route they give each
+kind without spending an eval (on the validation file's facts the shipped adapter's expectation was 9.9
+plans to a tool, and its eval sent 9).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from conductor.config.pool import Pool, load_pool
+from conductor.config.settings import Settings
+from conductor.domain.inputs import read_problems
+from conductor.domain.problem import Problem
+from conductor.domain.prompts import build_plan_messages
+from conductor.inference.local_backend import LocalModel
+from conductor.inference.local_model import model_dir
+
+VALIDATION = Path(__file__).resolve().parents[1] / "reward_pipeline" / "evaluation" / "data" / "mixed_validation.jsonl"
+#: What the plan holds before the first worker id (``Workflow.to_python``).
+PLAN_PREFIX = "```python\nmodel_id = ["
+
+
+def sharpened(probs: list[float], temperature: float) -> list[float]:
+    """The distribution a sampler at ``temperature`` draws from (greedy: all mass on the likeliest)."""
+    if temperature <= 0:
+        top = max(range(len(probs)), key=probs.__getitem__)
+        return [1.0 if i == top else 0.0 for i in range(len(probs))]
+    weights = [p ** (1.0 / temperature) for p in probs]
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+def route_probs(model: LocalModel, pool: Pool, question: str, *, max_steps: int) -> list[float]:
+    """P(first step's worker = i) for each id of ``pool``, renormalised over the ids."""
+    import torch
+
+    cards = pool.cards()
+    messages = build_plan_messages(question, cards, max_steps=max_steps, style=pool.conductor.prompt)
+    text = model.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + PLAN_PREFIX
+    ids = [model.tokenizer.encode(str(i), add_special_tokens=False)[0] for i in range(len(cards))]
+    inputs = model.tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        logits = model.model(**inputs).logits[0, -1]
+    chosen = torch.softmax(logits.float(), dim=-1)[ids]
+    return (chosen / chosen.sum()).tolist()
+
+
+def summarise(pool: Pool, rows: list[dict], temperature: float) -> dict[str, float]:
+    tools = [i for i, w in enumerate(pool.workers) if w.is_tool]
+    models = [i for i, w in enumerate(pool.workers) if not w.is_tool]
+    expected, merged = 0.0, 0.0
+    for r in rows:
+        p = r["probs"]
+        expected += sum(sharpened(p, temperature)[i] for i in tools)
+        one_model = [sum(p[i] for i in models)] + [p[i] for i in tools]
+        merged += sum(sharpened(one_model, temperature)[1:])
+    out = {w.name: sum(r["probs"][i] for r in rows) / len(rows) for i, w in enumerate(pool.workers)}
+    out["tools"] = sum(out[pool.workers[i].name] for i in tools)
+    out["over_half_to_tools"] = sum(1 for r in rows if sum(r["probs"][i] for i in tools) > 0.5)
+    out["expected_to_tools"] = expected
+    out["expected_to_tools_one_model_id"] = merged
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--questions", type=Path, default=VALIDATION, help="a mixed file with metadata.family")
+    ap.add_argument("--n", type=int, default=20, help="questions of each kind (the first N of the file)")
+    ap.add_argument("--pool", type=Path, default=None, help="pool YAML (default: the bundled local pool)")
+    ap.add_argument("--adapter", type=Path, default=None, help="a candidate's adapter instead of the pool's")
+    ap.add_argument("--out", type=Path, default=None, help="write route_probs.json (every question's row) here")
+    args = ap.parse_args()
+    settings = Settings()
+    pool = load_pool(args.pool)
+    adapter = args.adapter or pool.conductor.adapter_path()
+    if not pool.conductor.model.startswith("local/"):
+        raise SystemExit(f"route_probs reads a local Conductor's logits; this pool's is {pool.conductor.model}")
+    model = LocalModel(str(model_dir(settings.model_cache, pool.conductor.model.split("/", 1)[1])), str(adapter))
+    max_steps = pool.step_cap(settings.max_steps)
+    by_family: dict[str, list[dict]] = {}
+    for _, p in read_problems(args.questions):
+        if isinstance(p, Problem):
+            rows = by_family.setdefault(str(p.metadata.get("family")), [])
+            if len(rows) < args.n:
+                probs = route_probs(model, pool, p.question, max_steps=max_steps)
+                rows.append({"id": p.id, "question": p.question, "probs": probs})
+    temperature = pool.conductor.temperature
+    names = [w.name for w in pool.workers]
+    print(f"adapter: {adapter}; sampling temperature {temperature}")
+    print(f"| kind | n | {' | '.join(names)} | tools | tool mass > 1/2 | to a tool at T | one model id |")
+    print("|---|---|" + "---|" * (len(names) + 4))
+    summary = {}
+    for fam, rows in by_family.items():
+        s = summary[fam] = summarise(pool, rows, temperature)
+        cells = " | ".join(f"{s[n]:.2f}" for n in names)
+        print(
+            f"| {fam} | {len(rows)} | {cells} | {s['tools']:.2f} | {s['over_half_to_tools']:.0f} | "
+            f"{s['expected_to_tools']:.1f} | {s['expected_to_tools_one_model_id']:.1f} |"
+        )
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        record = {"adapter": str(adapter), "temperature": temperature, "summary": summary, "rows": by_family}
+        (args.out / "route_probs.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
