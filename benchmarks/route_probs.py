@@ -27,9 +27,9 @@ from conductor.config.pool import Pool, load_pool
 from conductor.config.settings import Settings
 from conductor.domain.inputs import read_problems
 from conductor.domain.problem import Problem
-from conductor.domain.prompts import build_plan_messages
+from conductor.domain.prompts import WorkerCard, build_plan_messages
 from conductor.inference.local_backend import LocalModel
-from conductor.inference.local_model import model_dir
+from conductor.inference.local_model import local_model_path
 
 VALIDATION = Path(__file__).resolve().parents[1] / "reward_pipeline" / "evaluation" / "data" / "mixed_validation.jsonl"
 #: What the plan holds before the first worker id (``Workflow.to_python``).
@@ -46,14 +46,22 @@ def sharpened(probs: list[float], temperature: float) -> list[float]:
     return [w / total for w in weights]
 
 
-def route_probs(model: LocalModel, pool: Pool, question: str, *, max_steps: int) -> list[float]:
-    """P(first step's worker = i) for each id of ``pool``, renormalised over the ids."""
+def id_tokens(model: LocalModel, cards: list[WorkerCard]) -> list[int]:
+    """The token of each worker id. The ids must be one token each (SmolLM2 writes a digit a token), or the
+    first token would not tell "1" from "10"."""
+    tokens = [model.tokenizer.encode(str(i), add_special_tokens=False) for i in range(len(cards))]
+    if any(len(t) != 1 for t in tokens):
+        raise SystemExit(f"route_probs reads one token a worker id; this pool's {len(cards)} ids are not")
+    return [t[0] for t in tokens]
+
+
+def route_probs(model: LocalModel, pool: Pool, ids: list[int], question: str, *, max_steps: int) -> list[float]:
+    """P(first step's worker = i) for each id of ``pool``, renormalised over the ids (as the plan grammar
+    masks every other token there)."""
     import torch
 
-    cards = pool.cards()
-    messages = build_plan_messages(question, cards, max_steps=max_steps, style=pool.conductor.prompt)
+    messages = build_plan_messages(question, pool.cards(), max_steps=max_steps, style=pool.conductor.prompt)
     text = model.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + PLAN_PREFIX
-    ids = [model.tokenizer.encode(str(i), add_special_tokens=False)[0] for i in range(len(cards))]
     inputs = model.tokenizer(text, return_tensors="pt")
     with torch.no_grad():
         logits = model.model(**inputs).logits[0, -1]
@@ -61,17 +69,17 @@ def route_probs(model: LocalModel, pool: Pool, question: str, *, max_steps: int)
     return (chosen / chosen.sum()).tolist()
 
 
-def summarise(pool: Pool, rows: list[dict], temperature: float) -> dict[str, float]:
-    tools = [i for i, w in enumerate(pool.workers) if w.is_tool]
-    models = [i for i, w in enumerate(pool.workers) if not w.is_tool]
+def summarise(cards: list[WorkerCard], rows: list[dict], temperature: float) -> dict[str, float]:
+    tools = [i for i, c in enumerate(cards) if c.is_tool]
+    models = [i for i, c in enumerate(cards) if not c.is_tool]
     expected, merged = 0.0, 0.0
     for r in rows:
         p = r["probs"]
         expected += sum(sharpened(p, temperature)[i] for i in tools)
         one_model = [sum(p[i] for i in models)] + [p[i] for i in tools]
         merged += sum(sharpened(one_model, temperature)[1:])
-    out = {w.name: sum(r["probs"][i] for r in rows) / len(rows) for i, w in enumerate(pool.workers)}
-    out["tools"] = sum(out[pool.workers[i].name] for i in tools)
+    out = {c.name: sum(r["probs"][i] for r in rows) / len(rows) for i, c in enumerate(cards)}
+    out["tools"] = sum(out[cards[i].name] for i in tools)
     out["over_half_to_tools"] = sum(1 for r in rows if sum(r["probs"][i] for i in tools) > 0.5)
     out["expected_to_tools"] = expected
     out["expected_to_tools_one_model_id"] = merged
@@ -91,23 +99,25 @@ def main() -> None:
     adapter = args.adapter or pool.conductor.adapter_path()
     if not pool.conductor.model.startswith("local/"):
         raise SystemExit(f"route_probs reads a local Conductor's logits; this pool's is {pool.conductor.model}")
-    model = LocalModel(str(model_dir(settings.model_cache, pool.conductor.model.split("/", 1)[1])), str(adapter))
+    model = LocalModel(str(local_model_path(settings.model_cache, pool.conductor.model)), str(adapter))
+    cards = pool.cards()
+    ids = id_tokens(model, cards)
     max_steps = pool.step_cap(settings.max_steps)
     by_family: dict[str, list[dict]] = {}
     for _, p in read_problems(args.questions):
         if isinstance(p, Problem):
             rows = by_family.setdefault(str(p.metadata.get("family")), [])
             if len(rows) < args.n:
-                probs = route_probs(model, pool, p.question, max_steps=max_steps)
+                probs = route_probs(model, pool, ids, p.question, max_steps=max_steps)
                 rows.append({"id": p.id, "question": p.question, "probs": probs})
     temperature = pool.conductor.temperature
-    names = [w.name for w in pool.workers]
+    names = [c.name for c in cards]
     print(f"adapter: {adapter}; sampling temperature {temperature}")
     print(f"| kind | n | {' | '.join(names)} | tools | tool mass > 1/2 | to a tool at T | one model id |")
     print("|---|---|" + "---|" * (len(names) + 4))
     summary = {}
     for fam, rows in by_family.items():
-        s = summary[fam] = summarise(pool, rows, temperature)
+        s = summary[fam] = summarise(cards, rows, temperature)
         cells = " | ".join(f"{s[n]:.2f}" for n in names)
         print(
             f"| {fam} | {len(rows)} | {cells} | {s['tools']:.2f} | {s['over_half_to_tools']:.0f} | "

@@ -44,6 +44,7 @@ from conductor.inference.call_slots import CallSlots, NoSlots
 from conductor.inference.call_span import model_call_span, record_answer
 from conductor.inference.completion import Completion
 from conductor.inference.grammar import behaviour_sampling, takes_grammar
+from conductor.inference.local_model import local_model_path
 from conductor.inference.mcp_sessions import McpServerDown, McpSessions
 from conductor.inference.mcp_worker import McpTools
 from conductor.inference.openai_compatible import OpenAICompatible, eligible
@@ -485,6 +486,4 @@ class Gateway:
         )
 
     def _local_path(self, model: str) -> Path:
-        name = model.split("/", 1)[1]
-        path = Path(name)
-        return path if path.is_absolute() else (self.model_home / "models" / name).resolve()
+        return local_model_path(self.model_home, model)

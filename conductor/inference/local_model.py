@@ -25,6 +25,13 @@ def model_dir(cache_dir: Path, name: str = DEFAULT_MODEL_NAME) -> Path:
     return cache_dir / "models" / name
 
 
+def local_model_path(cache_dir: Path, model: str) -> Path:
+    """The directory a pool's ``local/<name>`` (or ``local/<absolute path>``) model is loaded from."""
+    name = model.split("/", 1)[1]
+    path = Path(name)
+    return path if path.is_absolute() else model_dir(cache_dir, name).resolve()
+
+
 def is_pulled(cache_dir: Path) -> bool:
     d = model_dir(cache_dir)
     return (d / MARKER).exists() and any(d.glob("*.safetensors"))
