@@ -11,6 +11,13 @@ temperature** (each question's distribution sharpened to ``p ** (1 / T)``) besid
 model workers one id (their probabilities summed): a plan's route is one token, and two model workers that
 the warm-up's examples name alike split a model route between two ids while a tool route sits on one.
 
+A Conductor served subtasks first (its card's ``plan_order``) decides its route on the subtask it writes
+before any id: the question itself (``'{question}``, which every model route of the warm-up writes) or code.
+For it the script reads the probability that the plan's first subtask opens with the question, token by token
+after ``subtasks =``, at temperature 1 and at the Conductor's (each token's distribution sharpened), and the
+id it then gives that subtask (the next token after the whole model subtask and ``model_id = [``). A plan
+whose first subtask is not the question is counted as a tool's (a model handed a paraphrase would be too).
+
 Why: a sampled `conductor eval` of 20 questions of a kind moves by several plans from run to run; this is one
 forward pass a question, deterministic, in seconds, so candidates can be screened on the route they give each
 kind without spending an eval (on the validation file's facts the shipped adapter's expectation was 9.9
@@ -30,10 +37,14 @@ from conductor.domain.problem import Problem
 from conductor.domain.prompts import WorkerCard, build_plan_messages
 from conductor.inference.local_backend import LocalModel
 from conductor.inference.local_model import local_model_path
+from reward_pipeline.training.routes import MODEL_SUBTASK
 
 VALIDATION = Path(__file__).resolve().parents[1] / "reward_pipeline" / "evaluation" / "data" / "mixed_validation.jsonl"
 #: What the plan holds before the first worker id (``Workflow.to_python``).
 PLAN_PREFIX = "```python\nmodel_id = ["
+#: Subtasks first: every plan opens so; what follows is the route (the question itself, or code).
+SUBTASKS_PREFIX = "```python\nsubtasks ="
+QUESTION_OPENING = " ['{question}"
 
 
 def sharpened(probs: list[float], temperature: float) -> list[float]:
@@ -67,6 +78,48 @@ def route_probs(model: LocalModel, pool: Pool, ids: list[int], question: str, *,
         logits = model.model(**inputs).logits[0, -1]
     chosen = torch.softmax(logits.float(), dim=-1)[ids]
     return (chosen / chosen.sum()).tolist()
+
+
+def question_first(
+    model: LocalModel, pool: Pool, ids: list[int], question: str, *, max_steps: int, temperature: float
+) -> dict[str, object]:
+    """For a Conductor served subtasks first: the probability that its first subtask opens with the question
+    (at temperature 1 and at ``temperature``), and the ids it gives that subtask (renormalised over the ids)."""
+    import torch
+
+    messages = build_plan_messages(
+        question, pool.cards(), max_steps=max_steps, style=pool.conductor.prompt, order="subtasks-first"
+    )
+    prompt = model.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def encode(text: str) -> list[int]:
+        return list(model.tokenizer.encode(text, add_special_tokens=False))
+
+    head, prefix = encode(prompt), encode(SUBTASKS_PREFIX)
+    opening = encode(SUBTASKS_PREFIX + QUESTION_OPENING)
+    if opening[: len(prefix)] != prefix:
+        raise SystemExit("the tokenizer merges the plan's opening with the subtask: the route is not read apart")
+    route = opening[len(prefix) :]
+    whole_model_step = encode(f"{SUBTASKS_PREFIX} [{MODEL_SUBTASK!r}]\nmodel_id = [")
+    with torch.no_grad():
+        logits = model.model(input_ids=torch.tensor([head + opening])).logits[0].float()
+        last = model.model(input_ids=torch.tensor([head + whole_model_step])).logits[0, -1]
+    # The logits at position k predict token k + 1: those of the route tokens start one before them.
+    first = len(head) + len(prefix) - 1
+    steps, token = logits[first : first + len(route)], torch.tensor(route)[:, None]
+    p1 = torch.softmax(steps, dim=-1).gather(1, token).prod().item()
+    pt = torch.softmax(steps / max(temperature, 1e-6), dim=-1).gather(1, token).prod().item()
+    chosen = torch.softmax(last.float(), dim=-1)[ids]
+    return {"question_first": p1, "question_first_at_t": pt, "ids_given_question": (chosen / chosen.sum()).tolist()}
+
+
+def summarise_question_first(cards: list[WorkerCard], rows: list[dict]) -> dict[str, float]:
+    n = len(rows)
+    out = {c.name: sum(r["ids_given_question"][i] for r in rows) / n for i, c in enumerate(cards)}
+    out["question_first"] = sum(r["question_first"] for r in rows) / n
+    out["over_half_to_tools"] = sum(1 for r in rows if r["question_first"] < 0.5)
+    out["expected_to_tools"] = sum(1 - r["question_first_at_t"] for r in rows)
+    return out
 
 
 def summarise(cards: list[WorkerCard], rows: list[dict], temperature: float) -> dict[str, float]:
@@ -103,16 +156,55 @@ def main() -> None:
     cards = pool.cards()
     ids = id_tokens(model, cards)
     max_steps = pool.step_cap(settings.max_steps)
+    temperature = pool.conductor.temperature
+    subtasks_first = pool.conductor.plan_order == "subtasks-first"
     by_family: dict[str, list[dict]] = {}
     for _, p in read_problems(args.questions):
         if isinstance(p, Problem):
             rows = by_family.setdefault(str(p.metadata.get("family")), [])
             if len(rows) < args.n:
-                probs = route_probs(model, pool, ids, p.question, max_steps=max_steps)
-                rows.append({"id": p.id, "question": p.question, "probs": probs})
-    temperature = pool.conductor.temperature
+                row: dict = {"id": p.id, "question": p.question}
+                if subtasks_first:
+                    row |= question_first(model, pool, ids, p.question, max_steps=max_steps, temperature=temperature)
+                else:
+                    row["probs"] = route_probs(model, pool, ids, p.question, max_steps=max_steps)
+                rows.append(row)
+    print(f"adapter: {adapter}; sampling temperature {temperature}; plans {pool.conductor.plan_order}")
+    if subtasks_first:
+        summary = _print_question_first(cards, by_family)
+    else:
+        summary = _print_workers_first(cards, by_family, temperature)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        record = {
+            "adapter": str(adapter),
+            "temperature": temperature,
+            "plan_order": pool.conductor.plan_order,
+            "summary": summary,
+            "rows": by_family,
+        }
+        (args.out / "route_probs.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+def _print_question_first(cards: list[WorkerCard], by_family: dict[str, list[dict]]) -> dict[str, dict]:
     names = [c.name for c in cards]
-    print(f"adapter: {adapter}; sampling temperature {temperature}")
+    print(f"| kind | n | question as first subtask | {' | '.join(names)} (given it) | below 1/2 | to a tool at T |")
+    print("|---|---|---|" + "---|" * (len(names) + 2))
+    summary = {}
+    for fam, rows in by_family.items():
+        s = summary[fam] = summarise_question_first(cards, rows)
+        cells = " | ".join(f"{s[n]:.2f}" for n in names)
+        print(
+            f"| {fam} | {len(rows)} | {s['question_first']:.2f} | {cells} | {s['over_half_to_tools']:.0f} | "
+            f"{s['expected_to_tools']:.1f} |"
+        )
+    return summary
+
+
+def _print_workers_first(
+    cards: list[WorkerCard], by_family: dict[str, list[dict]], temperature: float
+) -> dict[str, dict]:
+    names = [c.name for c in cards]
     print(f"| kind | n | {' | '.join(names)} | tools | tool mass > 1/2 | to a tool at T | one model id |")
     print("|---|---|" + "---|" * (len(names) + 4))
     summary = {}
@@ -123,10 +215,7 @@ def main() -> None:
             f"| {fam} | {len(rows)} | {cells} | {s['tools']:.2f} | {s['over_half_to_tools']:.0f} | "
             f"{s['expected_to_tools']:.1f} | {s['expected_to_tools_one_model_id']:.1f} |"
         )
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        record = {"adapter": str(adapter), "temperature": temperature, "summary": summary, "rows": by_family}
-        (args.out / "route_probs.json").write_text(json.dumps(record, indent=1) + "\n")
+    return summary
 
 
 if __name__ == "__main__":

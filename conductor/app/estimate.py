@@ -149,7 +149,9 @@ def _recent(sessions: sessionmaker[Session], effort: str) -> list[Job]:
 
 def _upper_bound(pool: Pool, question: str, max_steps: int, replans: int, unknown: list[str]) -> Cost:
     cost = Cost()
-    prompt = build_plan_messages(question, pool.cards(), max_steps=max_steps, style=pool.conductor.prompt)
+    prompt = build_plan_messages(
+        question, pool.cards(), max_steps=max_steps, style=pool.conductor.prompt, order=pool.conductor.plan_order
+    )
     plan_tokens = sum(len(str(m.get("content", ""))) for m in prompt) / CHARS_PER_TOKEN
     prices = token_prices(pool.conductor)
     if prices is None:

@@ -51,7 +51,7 @@ class Orchestrator:
         return engine.record_plan(round_id, PlanRecord(messages=messages, completion=c))
 
     def _plan_messages(self, task: RoundTask) -> list[dict[str, Any]]:
-        cards = self.pool.cards()
+        cards, conductor = self.pool.cards(), self.pool.conductor
         if task.kind == RoundKind.REPLAN and task.previous is not None:
             return build_replan_messages(
                 task.question,
@@ -59,9 +59,12 @@ class Orchestrator:
                 previous=task.previous,
                 previous_answer=task.previous_answer or "",
                 max_steps=task.max_steps,
-                style=self.pool.conductor.prompt,
+                style=conductor.prompt,
+                order=conductor.plan_order,
             )
-        return build_plan_messages(task.question, cards, max_steps=task.max_steps, style=self.pool.conductor.prompt)
+        return build_plan_messages(
+            task.question, cards, max_steps=task.max_steps, style=conductor.prompt, order=conductor.plan_order
+        )
 
     def _plan_grammar(self, task: RoundTask) -> PlanGrammar:
         """The plans the engine's parser will accept for this round, sized to the Conductor's token cap."""
@@ -72,6 +75,7 @@ class Orchestrator:
             max_tokens=conductor.max_tokens,
             prompt_style=conductor.prompt,
             replan=task.kind == RoundKind.REPLAN,
+            order=conductor.plan_order,
         )
 
     def run_step(self, step_id: int, host: str = "", requeue_after: float | None = None) -> Effects:

@@ -7,6 +7,7 @@ is the "Model i" index the Conductor sees; when the Conductor is `in_pool` it is
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,6 +19,7 @@ from conductor.domain.errors import ConfigError
 from conductor.domain.mcp_tools import MCP_PROVIDER, split_model, undescribed
 from conductor.domain.prompts import WorkerCard
 from conductor.domain.tools import TOOL_PROVIDER, TOOLS
+from conductor.domain.workflow import PlanOrder
 
 CONFIG_DIR = Path(__file__).resolve().parent
 BUNDLED = CONFIG_DIR / "pools"
@@ -140,6 +142,12 @@ class ConductorSpec(ModelSpec):
         description="`full`: the paper's prompt with rules and four few-shot workflows; `compact`: pool, "
         "question and the output contract only, for a Conductor trained on the format (shorter, cheaper).",
     )
+    plan_order: PlanOrder = Field(
+        "workers-first",
+        description="The order this Conductor writes a plan's lists in (its grammar and prompt hold it): "
+        "`workers-first` (model_id, subtasks, access_list: the paper's) or `subtasks-first`; a trained policy "
+        "is served in the order it was trained on (`conductor train warmup --plan-order`).",
+    )
 
     @field_validator("model")
     @classmethod
@@ -236,9 +244,37 @@ def load_pool(path: str | Path | None = None) -> Pool:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping with 'conductor' and 'workers'")
     try:
-        return Pool.model_validate(raw)
+        pool = Pool.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {_explain(exc, raw)}") from exc
+    _check_plan_order(path, pool.conductor)
+    return pool
+
+
+def trained_plan_order(adapter: Path) -> str | None:
+    """The plan order the adapter's warm-up wrote its examples in, from the ``record.json`` an export leaves
+    beside it (a GRPO checkpoint inherits its warm-up ancestor's); None where no record says."""
+    try:
+        record = json.loads((adapter / "record.json").read_text())
+    except (OSError, ValueError):
+        return None
+    for entry in record.get("lineage", []):
+        order = (entry.get("config") or {}).get("plan_order")
+        if order:
+            return str(order)
+    return None
+
+
+def _check_plan_order(path: Path, conductor: ConductorSpec) -> None:
+    # Served in another order than it was trained in, a policy still writes plans the grammar accepts, but
+    # at the position where it learned to decide something else: its routes would be quietly wrong.
+    adapter = conductor.adapter_path()
+    trained = trained_plan_order(adapter) if adapter is not None else None
+    if trained is not None and trained != conductor.plan_order:
+        raise ConfigError(
+            f"{path}: conductor.plan_order is {conductor.plan_order!r}, but the adapter {adapter} was trained "
+            f"writing plans {trained!r} (its record.json): set `plan_order: {trained}`"
+        )
 
 
 def _explain(exc: ValidationError, raw: dict) -> str:

@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
+from conductor.domain.workflow import PLAN_ORDERS, PlanOrder
+
 __all__ = ["GRAMMAR_VERSION", "PlanGrammar"]
 
 #: Bumped whenever the language changes, so a stored round says which one masked its sampling.
@@ -62,8 +64,12 @@ class PlanGrammar:
     max_word_chars: int = 32
     #: A replan may answer three empty lists (keep the previous answer).
     allow_empty: bool = False
+    #: The order of the three lists (:data:`conductor.domain.workflow.PLAN_ORDERS`).
+    order: PlanOrder = "workers-first"
 
     def __post_init__(self) -> None:
+        if self.order not in PLAN_ORDERS:
+            raise ValueError(f"unknown plan order {self.order!r}; one of {', '.join(PLAN_ORDERS)}")
         if self.pool_size < 1 or self.max_steps < 1:
             raise ValueError("a plan grammar needs at least one worker and one step")
         if min(self.max_subtask_words, self.max_plan_words, self.max_preamble_words) < 1:
@@ -73,7 +79,14 @@ class PlanGrammar:
 
     @classmethod
     def for_round(
-        cls, pool_size: int, *, max_steps: int, max_tokens: int, prompt_style: str, replan: bool
+        cls,
+        pool_size: int,
+        *,
+        max_steps: int,
+        max_tokens: int,
+        prompt_style: str,
+        replan: bool,
+        order: PlanOrder = "workers-first",
     ) -> PlanGrammar:
         """The grammar of one Conductor round, sized so its longest completion fits ``max_tokens``: the
         full prompts ask for brief thought before the block (a preamble, from the same budget), the
@@ -89,6 +102,7 @@ class PlanGrammar:
             preamble="free" if free else "none",
             max_preamble_words=max(1, thought),
             allow_empty=replan,
+            order=order,
         )
 
     def subtask_words(self, n_steps: int) -> int:
@@ -102,7 +116,7 @@ class PlanGrammar:
     def _build(self) -> str:
         plans = [self._plan(n) for n in range(1, self.max_steps + 1)]
         if self.allow_empty:
-            plans.insert(0, r"model_id = \[\]\nsubtasks = \[\]\naccess_list = \[\]")
+            plans.insert(0, self._lines({name: r"\[\]" for name in PLAN_ORDERS[self.order]}))
         block = r"```python\n(" + "|".join(plans) + r")\n```"
         if self.preamble == "free":
             word = f"[^`{_BLANKS}]{{1,{self.max_word_chars}}}"
@@ -130,7 +144,10 @@ class PlanGrammar:
         workers = r"\[" + r", ".join([worker] * n) + r"\]"
         subtasks = r"\[" + r", ".join([subtask] * n) + r"\]"
         access = r"\[" + r", ".join(_access(i) for i in range(n)) + r"\]"
-        return rf"model_id = {workers}\nsubtasks = {subtasks}\naccess_list = {access}"
+        return self._lines({"model_id": workers, "subtasks": subtasks, "access_list": access})
+
+    def _lines(self, values: dict[str, str]) -> str:
+        return r"\n".join(f"{name} = {values[name]}" for name in PLAN_ORDERS[self.order])
 
 
 @lru_cache(maxsize=64)

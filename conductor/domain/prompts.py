@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from conductor.domain.workflow import Workflow
+from conductor.domain.workflow import PLAN_ORDERS, PlanOrder, Workflow
 
 __all__ = [
     "EXPRESSION_HINT",
@@ -164,38 +164,44 @@ def few_shot_examples(pool_size: int, *, max_steps: int = 5) -> list[tuple[str, 
 #: needs no rules or few-shot examples, and every prompt token costs training and serving time.
 _COMPACT_TASK = (
     "Write a workflow of 1 to {max_steps} steps for the question: one python code block defining "
-    "model_id, subtasks and access_list. In a subtask, {{question}} stands for the whole question."
+    "{lists}. In a subtask, {{question}} stands for the whole question."
 )
 
 
 #: The compact replan's instruction: keep the answer (three empty lists) or write a corrective workflow.
 _COMPACT_REPLAN = (
     "If the answer is right, keep it: write three empty lists. Otherwise write a new workflow of 1 to "
-    "{max_steps} steps that answers the question: one python code block defining model_id, subtasks and "
-    "access_list."
+    "{max_steps} steps that answers the question: one python code block defining {lists}."
 )
 
 
 def build_plan_messages(
-    question: str, workers: Sequence[WorkerCard], *, max_steps: int = 5, style: str = "full"
+    question: str,
+    workers: Sequence[WorkerCard],
+    *,
+    max_steps: int = 5,
+    style: str = "full",
+    order: PlanOrder = "workers-first",
 ) -> list[dict]:
     """System + user messages asking the Conductor for a workflow for ``question``.
 
-    ``style="compact"`` drops the rules and few-shot workflows (for a Conductor trained on the format).
+    ``style="compact"`` drops the rules and few-shot workflows (for a Conductor trained on the format);
+    its contract names the lists in ``order``, the order its grammar holds the plan to.
     """
     _check(workers, max_steps)
     if style == "compact":
-        user = f"{_pool(workers)}\n\nQuestion: {question.strip()}\n\n{_COMPACT_TASK.format(max_steps=max_steps)}"
+        task = _COMPACT_TASK.format(max_steps=max_steps, lists=_list_names(order))
+        user = f"{_pool(workers)}\n\nQuestion: {question.strip()}\n\n{task}"
         return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
     shots = "\n\n".join(
-        f"Question: {q}\n{wf.to_python()}" for q, wf in few_shot_examples(len(workers), max_steps=max_steps)
+        f"Question: {q}\n{wf.to_python(order)}" for q, wf in few_shot_examples(len(workers), max_steps=max_steps)
     )
     user = (
         f"{_pool(workers)}\n\n{_RULES.format(max_steps=max_steps)}\n\n"
         f"Examples:\n\n{shots}\n\n"
         f"Question: {question.strip()}\n\n"
         "Think briefly about which models and steps this question needs, then end your answer with "
-        "ONE fenced python code block that defines model_id, subtasks and access_list."
+        f"ONE fenced python code block that defines {_list_names(order)}."
     )
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
@@ -208,6 +214,7 @@ def build_replan_messages(
     previous_answer: str,
     max_steps: int = 5,
     style: str = "full",
+    order: PlanOrder = "workers-first",
 ) -> list[dict]:
     """Messages offering the Conductor to correct or improve its earlier workflow's answer.
 
@@ -220,23 +227,23 @@ def build_replan_messages(
     if style == "compact":
         user = (
             f"{_pool(workers)}\n\nQuestion: {question.strip()}\n\n"
-            f"Workflow run:\n{previous.to_python()}\n\n"
+            f"Workflow run:\n{previous.to_python(order)}\n\n"
             f"Its final answer:\n<answer>\n{_clip(previous_answer.strip())}\n</answer>\n\n"
-            f"{_COMPACT_REPLAN.format(max_steps=max_steps)}"
+            f"{_COMPACT_REPLAN.format(max_steps=max_steps, lists=_list_names(order))}"
         )
         return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
     user = (
         f"{_pool(workers)}\n\n{_RULES.format(max_steps=max_steps)}\n\n"
         f"Question: {question.strip()}\n\n"
-        f"You already ran this workflow for the question:\n{previous.to_python()}\n\n"
+        f"You already ran this workflow for the question:\n{previous.to_python(order)}\n\n"
         f"Its final answer was:\n<answer>\n{_clip(previous_answer.strip())}\n</answer>\n\n"
         "Decide whether this answer is correct and complete.\n"
-        "- If it is, keep it: answer with three empty lists (model_id = [], subtasks = [], access_list = []).\n"
+        "- If it is, keep it: answer with three empty lists "
+        f"({', '.join(f'{name} = []' for name in PLAN_ORDERS[order])}).\n"
         "- If not, write a new workflow that corrects or improves it. In the new workflow a step with "
         'access "all" also sees the previous final answer above (plus every earlier step of the new '
         "workflow); a step with [] or a list of step numbers does not see it.\n"
-        "Think briefly, then end your answer with ONE fenced python code block that defines model_id, "
-        "subtasks and access_list."
+        f"Think briefly, then end your answer with ONE fenced python code block that defines {_list_names(order)}."
     )
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
 
@@ -254,6 +261,11 @@ def build_step_messages(subtask: str, context: Sequence[tuple[str, str]]) -> lis
 def expand_question(text: str, question: str) -> str:
     """A subtask as its worker receives it: every question reference replaced by the question itself."""
     return text.replace(QUESTION_REF, question.strip()) if QUESTION_REF in text else text
+
+
+def _list_names(order: PlanOrder) -> str:
+    first, second, third = PLAN_ORDERS[order]
+    return f"{first}, {second} and {third}"
 
 
 def _pool(workers: Sequence[WorkerCard]) -> str:

@@ -8,6 +8,15 @@ from typing import Any, Literal
 
 Access = Literal["all"] | tuple[int, ...]
 
+#: The order a plan's three lists are written in. "workers-first" is the paper's; "subtasks-first" writes
+#: what each step is asked before who answers it, so a policy's first decision is the question itself
+#: (one string for every model route) against code, instead of one id among several models and tools.
+PlanOrder = Literal["workers-first", "subtasks-first"]
+PLAN_ORDERS: dict[str, tuple[str, str, str]] = {
+    "workers-first": ("model_id", "subtasks", "access_list"),
+    "subtasks-first": ("subtasks", "model_id", "access_list"),
+}
+
 
 @dataclass(frozen=True)
 class Step:
@@ -54,13 +63,8 @@ class Workflow:
             "access_list": [s.access if s.access == "all" else list(s.access) for s in self.steps],
         }
 
-    def to_python(self) -> str:
-        """The fenced block as the Conductor writes it (used in few-shots and replan prompts)."""
+    def to_python(self, order: PlanOrder = "workers-first") -> str:
+        """The fenced block as the Conductor writes it (used in few-shots, replan prompts and warm-up targets)."""
         lists = self.to_lists()
-        return (
-            "```python\n"
-            f"model_id = {lists['model_id']!r}\n"
-            f"subtasks = {lists['subtasks']!r}\n"
-            f"access_list = {lists['access_list']!r}\n"
-            "```"
-        )
+        body = "".join(f"{name} = {lists[name]!r}\n" for name in PLAN_ORDERS[order])
+        return f"```python\n{body}```"

@@ -57,8 +57,11 @@ def first_plan(gateway: Gateway, problem: Problem, *, max_steps: int = 5) -> tup
         max_tokens=pool.conductor.max_tokens,
         prompt_style=pool.conductor.prompt,
         replan=False,
+        order=pool.conductor.plan_order,
     )
-    messages = build_plan_messages(problem.question, cards, max_steps=max_steps, style=pool.conductor.prompt)
+    messages = build_plan_messages(
+        problem.question, cards, max_steps=max_steps, style=pool.conductor.prompt, order=pool.conductor.plan_order
+    )
     completion = gateway.call_conductor(messages, grammar=grammar)
     try:
         return parse_workflow(completion.text, pool_size=len(cards), max_steps=max_steps), completion.completion_tokens

@@ -18,6 +18,7 @@ workflow; shown a verified workflow and its answer, the target is three empty li
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 from collections.abc import Callable, Sequence
@@ -37,7 +38,7 @@ from conductor.domain.prompts import (
     build_step_messages,
     expand_question,
 )
-from conductor.domain.workflow import Workflow
+from conductor.domain.workflow import PlanOrder, Workflow
 from reward_pipeline.verifiers.routing import verifier_for
 
 __all__ = [
@@ -149,10 +150,12 @@ def resample_unsolved(
 
 
 def load_trials(path: Path) -> dict[str, list[RouteTrial]]:
-    """Trials a previous warm-up recorded (its ``route_trials.jsonl``), to train again on the same rewards
-    without running every route again."""
+    """Trials a previous warm-up recorded (its ``route_trials.jsonl``, or gzipped as the docs keep them), to
+    train again on the same rewards without running every route again."""
     out: dict[str, list[RouteTrial]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    data = path.read_bytes()
+    text = (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8")
+    for line in text.splitlines():
         row = json.loads(line)
         out.setdefault(str(row["problem"]), []).append(
             RouteTrial(row["worker"], row["subtask"], row["answer"], bool(row["correct"]))
@@ -222,6 +225,7 @@ def _replan_example(
     good: list[RouteTrial],
     rng: random.Random,
     max_steps: int,
+    order: PlanOrder,
 ) -> tuple[list[dict[str, Any]], str, bool]:
     """A replan round on verified material: shown the verified route and its answer, keep it (three empty
     lists); shown a failed one (when the subset had one, half the time), a verified route. -> (prompt,
@@ -236,10 +240,11 @@ def _replan_example(
         previous_answer=previous.answer,
         max_steps=max_steps,
         style="compact",
+        order=order,
     )
     if keep:
-        return prompt, Workflow.from_lists([], [], []).to_python(), True
-    return prompt, _one_step(workers, rng.choice(good)).to_python(), False
+        return prompt, Workflow.from_lists([], [], []).to_python(order), True
+    return prompt, _one_step(workers, rng.choice(good)).to_python(order), False
 
 
 def build_route_examples(
@@ -286,8 +291,11 @@ def build_route_examples(
     one lucky draw (the expected reward differs though the trial's reward does not). A plan's route is one
     token: drawn at random between two such models, the examples spread a model route over two ids while a
     tool route sits on one, and a tool's id can then be the likeliest token although the models together are
-    likelier (`benchmarks/route_probs.py`)."""
+    likelier (`benchmarks/route_probs.py`).
+
+    Plans are written in the pool Conductor's ``plan_order``, the order it will be served in."""
     rng = random.Random(seed)
+    order = pool.conductor.plan_order
     by_kind: dict[str, list[Problem]] = {}
     solvers: dict[str, set[str]] = {}
     for p in problems:
@@ -337,11 +345,11 @@ def build_route_examples(
             continue
         family = _family(problem)
         if rng.random() < replan_share:
-            prompt, completion, keep = _replan_example(problem, workers, target, mine, good, rng, max_steps)
+            prompt, completion, keep = _replan_example(problem, workers, target, mine, good, rng, max_steps, order)
             replans["keep" if keep else "correct"] += 1
         else:
-            prompt = build_plan_messages(problem.question, cards, max_steps=max_steps, style="compact")
-            completion = _one_step(workers, target).to_python()
+            prompt = build_plan_messages(problem.question, cards, max_steps=max_steps, style="compact", order=order)
+            completion = _one_step(workers, target).to_python(order)
             key = f"{family}:{'tool' if pool.worker(target.worker).is_tool else 'model'}:{target.worker}"
             routes[key] = routes.get(key, 0) + 1
         examples.append({"prompt": prompt, "completion": [{"role": "assistant", "content": completion}]})

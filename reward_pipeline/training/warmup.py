@@ -29,7 +29,7 @@ from conductor.domain.errors import TrainingError
 from conductor.domain.parser import parse_workflow
 from conductor.domain.problem import Problem
 from conductor.domain.prompts import QUESTION_REF, WorkerCard, build_plan_messages, expression_route_subtasks
-from conductor.domain.workflow import Workflow
+from conductor.domain.workflow import PlanOrder, Workflow
 from reward_pipeline.training.expressions import verified
 from reward_pipeline.training.policy import LoraSpec
 
@@ -108,17 +108,20 @@ def build_examples(
     max_steps: int,
     seed: int,
     verified_share: float = 0.0,
+    order: PlanOrder = "workers-first",
 ) -> list[dict[str, Any]]:
-    """Prompt/completion pairs in TRL's conversational format, each checked by the production parser."""
+    """Prompt/completion pairs in TRL's conversational format, each checked by the production parser;
+    plans written in ``order`` (the order the Conductor will be served in)."""
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []
     for i in range(n):
         problem = problems[i % len(problems)]
         checked = calculator_plan(problem, workers) if rng.random() < verified_share else None
         text, expected = checked or synthetic_plan(workers, rng)
+        text = expected.to_python(order)
         if parse_workflow(text, pool_size=len(workers), max_steps=max_steps) != expected:
             raise TrainingError(f"a synthetic plan does not round-trip through the parser: {text[:200]}")
-        prompt = build_plan_messages(problem.question, workers, max_steps=max_steps, style="compact")
+        prompt = build_plan_messages(problem.question, workers, max_steps=max_steps, style="compact", order=order)
         out.append({"prompt": prompt, "completion": [{"role": "assistant", "content": text}]})
     return out
 

@@ -159,19 +159,25 @@ def test_the_benchmark_runs_at_its_smallest_size(script: str, tmp_path: Path):
     if smoke.needs is not None:
         smoke.needs()
     args = [*smoke.args, *(smoke.setup(tmp_path) if smoke.setup else [])]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", **smoke.env}
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=smoke.timeout_s,
-        check=False,
-    )
-    said = f"$ {script} {' '.join(args)}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+    done, said = _run(script, args, tmp_path, smoke.env, smoke.timeout_s)
     assert done.returncode == 0, said
     assert smoke.expect is None or smoke.expect in done.stdout, said
+
+
+def _run(
+    script: str, args: list[str], cwd: Path, env: dict[str, str], timeout_s: float
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """The script in its own process from ``cwd``, and what it said (for a failing assertion)."""
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    return done, f"$ {script} {' '.join(args)}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
 
 
 def test_the_smoke_sizes_are_each_scripts_own_options():
@@ -181,3 +187,24 @@ def test_the_smoke_sizes_are_each_scripts_own_options():
         source = (BENCHMARKS / script).read_text()
         for option in (a for a in smoke.args if a.startswith("--")):
             assert json.dumps(option) in source, f"{script} has no {option}"
+
+
+@pytest.mark.timeout(600)
+def test_route_probs_reads_a_conductor_served_subtasks_first_on_the_subtask_it_writes(tmp_path: Path):
+    pool = (ROOT / "conductor" / "config" / "pools" / "local.yaml").read_text()
+    assert "  prompt: compact\n" in pool
+    (tmp_path / "pool.yaml").write_text(
+        pool.replace("  prompt: compact\n", "  prompt: compact\n  plan_order: subtasks-first\n")
+    )
+    args = ["--n", "1", "--questions", str(VALIDATION), "--pool", str(tmp_path / "pool.yaml"), "--out", str(tmp_path)]
+    done, said = _run("route_probs.py", args, tmp_path, {"CONDUCTOR_HOME": str(MODEL_HOME)}, 540)
+    assert done.returncode == 0, said
+    assert "question as first subtask" in done.stdout and "| facts | 1 |" in done.stdout, said
+    record = json.loads((tmp_path / "route_probs.json").read_text())
+    assert record["plan_order"] == "subtasks-first" and len(record["rows"]) == 6
+    for rows in record["rows"].values():
+        row = rows[0]
+        assert 0 < row["question_first_at_t"] <= 1 and 0 < row["question_first"] <= 1
+        assert abs(sum(row["ids_given_question"]) - 1) < 1e-6
+    for kind in record["summary"].values():
+        assert 0 <= kind["expected_to_tools"] <= 1

@@ -133,3 +133,18 @@ def test_a_question_no_tool_can_compute_is_answered_by_a_model_not_by_a_tool(hom
         ]
         assert rounds[first + 1]["steps"][0]["worker"] == pool.fallback_worker == "smol-precise"
         assert job["answer"] == rounds[first + 1]["answer"] != rounds[first]["answer"]
+
+
+def test_a_conductor_served_subtasks_first_writes_its_plans_in_that_order_and_the_job_completes(home):
+    # The order is the served policy's (its card's `plan_order`): its grammar and prompt hold the real model to it.
+    pool = _small_pool()
+    pool.conductor = pool.conductor.model_copy(update={"plan_order": "subtasks-first", "max_tokens": 128})
+    with embedded_system(home, pool, recursion=False) as sys:
+        job_id, _ = sys.service.submit(Problem(question="What is 12 + 30?"))
+        sys.service.wait([job_id], timeout=600)
+        job = sys.service.job(job_id)
+
+    rounds = [r for r in job["chains"][0]["rounds"] if r["kind"] == "plan"]
+    assert job["status"] == "done", job
+    assert rounds and all(r["plan_text"].startswith("```python\nsubtasks = [") for r in rounds), rounds
+    assert any(r["steps"] for r in rounds)

@@ -60,6 +60,7 @@ def warmup_stage(
         max_steps=max_steps,
         seed=config.seed,
         verified_share=config.verified_share,
+        order=pool.conductor.plan_order,
     )
     ckpt_id = registry.new_id("warmup")
     out = checkpoint_dir(home, ckpt_id)
@@ -71,7 +72,7 @@ def warmup_stage(
         base_model,
         problems,
         metrics,
-        {"warmup": dataclasses.asdict(config), **(provenance or {})},
+        {"warmup": dataclasses.asdict(config), "plan_order": pool.conductor.plan_order, **(provenance or {})},
     )
 
 
@@ -189,6 +190,7 @@ def route_warmup_stage(  # noqa: PLR0913 -- keyword-only, one per recipe option 
         "balance_routes": balance_routes,
         "prefer_greedy": prefer_greedy,
         "resamples": resamples,
+        "plan_order": pool.conductor.plan_order,
         **(provenance or {}),
     }
     return _register_warmup(registry, ckpt_id, out, base_model, problems, metrics, config_record)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -178,3 +179,24 @@ def test_a_formatted_answer_after_a_tool_is_written_by_a_model_worker():
         "workers": [{"name": "calc", "model": "tool/calculator", "description": "c"}],
     }
     assert Pool.model_validate(tools).answer_writer("calc") is None
+
+
+def test_an_adapter_is_served_in_the_plan_order_it_was_trained_in(tmp_path):
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    warmup = {"id": "warmup-1", "config": {"plan_order": "subtasks-first"}}
+    grpo = {"id": "grpo-2", "config": {"iterations": 2}}  # a GRPO child inherits its warm-up's order
+    (adapter / "record.json").write_text(json.dumps({"checkpoint": "grpo-2", "lineage": [grpo, warmup]}))
+    local = (BUNDLED / "local.yaml").read_text().replace("adapter: adapters/smollm2-conductor", f"adapter: {adapter}")
+    served_as_trained = tmp_path / "right.yaml"
+    served_as_trained.write_text(
+        local.replace("  prompt: compact\n", "  prompt: compact\n  plan_order: subtasks-first\n")
+    )
+    served_otherwise = tmp_path / "wrong.yaml"
+    served_otherwise.write_text(local)
+
+    assert load_pool(served_as_trained).conductor.plan_order == "subtasks-first"
+    with pytest.raises(ConfigError, match=r"trained writing plans 'subtasks-first'.*plan_order: subtasks-first"):
+        load_pool(served_otherwise)
+    # the order is the paper's where none is set, and an adapter whose record does not say is not second-guessed
+    assert load_pool().conductor.plan_order == "workers-first"

@@ -116,3 +116,50 @@ def test_the_record_names_the_language_and_hashes_it():
     assert described["kind"] == "regex" and described["pool_size"] == 3 and described["max_steps"] == 4
     assert re.fullmatch(r"[0-9a-f]{64}", described["sha256"])
     assert described["sha256"] != REPLAN.describe()["sha256"]
+
+
+SUBTASKS_FIRST = PlanGrammar.for_round(
+    3, max_steps=4, max_tokens=256, prompt_style="compact", replan=False, order="subtasks-first"
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.from_regex(SUBTASKS_FIRST.regex(), fullmatch=True))
+def test_a_plan_written_subtasks_first_is_a_plan_the_parser_accepts(text):
+    workflow = parse_workflow(text, pool_size=3, max_steps=4)
+
+    assert text.startswith("```python\nsubtasks = [")
+    assert 1 <= len(workflow.steps) <= 4
+
+
+def test_each_order_admits_its_own_block_and_not_the_other():
+    wf = Workflow.from_lists([2, 0], ["sum([1, 2])", f"Check {QUESTION_REF}"], [[], "all"])
+    first_subtasks = wf.to_python("subtasks-first")
+
+    assert first_subtasks.splitlines()[1:4] == [
+        "subtasks = ['sum([1, 2])', 'Check {question}']",
+        "model_id = [2, 0]",
+        "access_list = [[], 'all']",
+    ]
+    assert SUBTASKS_FIRST.matches(first_subtasks) and not COMPACT.matches(first_subtasks)
+    assert COMPACT.matches(wf.to_python()) and not SUBTASKS_FIRST.matches(wf.to_python())
+    assert parse_workflow(first_subtasks, pool_size=3, max_steps=4) == wf
+
+
+def test_a_replan_written_subtasks_first_keeps_its_answer_with_three_empty_lists_in_that_order():
+    grammar = PlanGrammar.for_round(
+        3, max_steps=4, max_tokens=256, prompt_style="compact", replan=True, order="subtasks-first"
+    )
+    keep = Workflow.from_lists([], [], []).to_python("subtasks-first")
+
+    assert keep == "```python\nsubtasks = []\nmodel_id = []\naccess_list = []\n```"
+    assert grammar.matches(keep)
+    assert not grammar.matches(Workflow.from_lists([], [], []).to_python())
+
+
+def test_the_default_order_is_the_papers_and_the_record_says_which():
+    assert COMPACT.order == "workers-first" and COMPACT.describe()["order"] == "workers-first"
+    assert SUBTASKS_FIRST.describe()["order"] == "subtasks-first"
+    assert SUBTASKS_FIRST.describe()["sha256"] != COMPACT.describe()["sha256"]
+    with pytest.raises(ValueError, match="plan order"):
+        PlanGrammar(pool_size=3, order="ids-last")  # type: ignore[arg-type]

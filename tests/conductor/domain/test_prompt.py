@@ -105,6 +105,23 @@ def test_replan_prompt_shows_previous_workflow_and_answer():
     assert [parse_workflow(f"```python\n{b}\n```", pool_size=3) for b in BLOCK.findall(text)] == [previous]
 
 
+@pytest.mark.parametrize("style", ["compact", "full"])
+def test_a_conductor_served_subtasks_first_is_asked_for_the_lists_in_that_order(style):
+    previous = Workflow.from_lists([1], ["{question}"], [[]])
+    plan = user_text(build_plan_messages(QUESTION, POOL, style=style, order="subtasks-first"))
+    replan = user_text(
+        build_replan_messages(
+            QUESTION, POOL, previous=previous, previous_answer="7", style=style, order="subtasks-first"
+        )
+    )
+
+    assert "defining subtasks, model_id and access_list" in plan or "defines subtasks, model_id and access_list" in plan
+    assert previous.to_python("subtasks-first") in replan and previous.to_python() not in replan
+    # every block a prompt shows is written the way the Conductor is asked to write its own
+    assert all(b.startswith("subtasks = ") for b in BLOCK.findall(plan + replan))
+    assert "model_id, subtasks" not in plan + replan
+
+
 def test_replan_clips_a_huge_previous_answer_keeping_both_ends():
     previous = Workflow.from_lists([0], ["x"], [[]])
     answer = "START " + "blah " * 10_000 + " \\boxed{7}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import re
@@ -17,7 +18,13 @@ from conductor.domain.prompts import QUESTION_REF
 from conductor.domain.tools import run_tool
 from conductor.sandbox import run_tool_program
 from reward_pipeline.training.curriculum import FAMILIES, mixed_dev, mixed_problems
-from reward_pipeline.training.routes import RouteTrial, build_route_examples, pool_subsets, try_routes
+from reward_pipeline.training.routes import (
+    RouteTrial,
+    build_route_examples,
+    load_trials,
+    pool_subsets,
+    try_routes,
+)
 
 DATA = Path(__file__).resolve().parents[3] / "reward_pipeline" / "evaluation" / "data"
 HELDOUT = DATA / "mixed_heldout.jsonl"
@@ -294,6 +301,45 @@ def test_replan_examples_keep_a_right_answer_and_correct_a_failed_one() -> None:
         else:
             assert "No arithmetic expression found" in prompt
             assert POOL.workers[wf.steps[0].worker].name == "python"
+
+
+def test_a_pool_served_subtasks_first_gets_examples_written_and_asked_for_in_that_order() -> None:
+    problems = mixed_problems(3, seed=5)
+    answer, index = scripted_answers({p.id for p in problems if p.metadata["family"] == "facts"})
+    index.update({p.question: p for p in problems})
+    trials = try_routes(problems, POOL, answer=answer, tool=tool)
+    pool = POOL.model_copy(update={"conductor": POOL.conductor.model_copy(update={"plan_order": "subtasks-first"})})
+    grammar = PlanGrammar.for_round(
+        4, max_steps=3, max_tokens=256, prompt_style="compact", replan=True, order="subtasks-first"
+    )
+
+    plans = build_route_examples(problems, trials, pool, n=60, max_steps=3, seed=0, replan_share=0.3)
+    same_draws = build_route_examples(problems, trials, POOL, n=60, max_steps=3, seed=0, replan_share=0.3)
+
+    assert plans.stats == same_draws.stats  # the order changes how a plan is written, not which
+    for ex, other in zip(plans.examples, same_draws.examples, strict=True):
+        text = ex["completion"][0]["content"]
+        assert text.startswith("```python\nsubtasks = [") and grammar.matches(text)
+        assert "defining subtasks, model_id and access_list" in ex["prompt"][1]["content"]
+        assert parse_workflow(text, pool_size=4, max_steps=3, allow_empty=True) == parse_workflow(
+            other["completion"][0]["content"], pool_size=4, max_steps=3, allow_empty=True
+        )
+    facts = [ex for ex in plans.examples if "<answer>" not in ex["prompt"][1]["content"]]
+    assert any(ex["completion"][0]["content"].startswith("```python\nsubtasks = ['{question} ") for ex in facts)
+
+
+def test_recorded_trials_are_read_back_alike_plain_or_gzipped_as_the_docs_keep_them(tmp_path: Path) -> None:
+    night = (
+        Path(__file__).resolve().parents[3] / "docs" / "orchestration" / "train_local_night" / "route_trials.jsonl.gz"
+    )
+    plain = tmp_path / "route_trials.jsonl"
+    plain.write_bytes(gzip.decompress(night.read_bytes()))
+
+    trials = load_trials(night)
+
+    assert trials == load_trials(plain)
+    assert sum(len(t) for t in trials.values()) == len(plain.read_text().splitlines()) > 1000
+    assert {t.worker for ts in trials.values() for t in ts} == {w.name for w in POOL.workers}
 
 
 @pytest.mark.slow
