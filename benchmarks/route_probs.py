@@ -113,12 +113,19 @@ def question_first(
     return {"question_first": p1, "question_first_at_t": pt, "ids_given_question": (chosen / chosen.sum()).tolist()}
 
 
-def summarise_question_first(cards: list[WorkerCard], rows: list[dict]) -> dict[str, float]:
+def summarise_question_first(cards: list[WorkerCard], rows: list[dict], temperature: float) -> dict[str, float]:
+    """A plan's first step goes to a tool when its subtask is not the question, or when it is and the id
+    then written is a tool's (a tool handed a question in words finds nothing to run)."""
     n = len(rows)
+    tools = [i for i, c in enumerate(cards) if c.is_tool]
     out = {c.name: sum(r["ids_given_question"][i] for r in rows) / n for i, c in enumerate(cards)}
     out["question_first"] = sum(r["question_first"] for r in rows) / n
     out["over_half_to_tools"] = sum(1 for r in rows if r["question_first"] < 0.5)
-    out["expected_to_tools"] = sum(1 - r["question_first_at_t"] for r in rows)
+    expected = 0.0
+    for r in rows:
+        to_tool = sum(sharpened(r["ids_given_question"], temperature)[i] for i in tools)
+        expected += 1 - r["question_first_at_t"] * (1 - to_tool)
+    out["expected_to_tools"] = expected
     return out
 
 
@@ -171,7 +178,7 @@ def main() -> None:
                 rows.append(row)
     print(f"adapter: {adapter}; sampling temperature {temperature}; plans {pool.conductor.plan_order}")
     if subtasks_first:
-        summary = _print_question_first(cards, by_family)
+        summary = _print_question_first(cards, by_family, temperature)
     else:
         summary = _print_workers_first(cards, by_family, temperature)
     if args.out:
@@ -186,13 +193,15 @@ def main() -> None:
         (args.out / "route_probs.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
-def _print_question_first(cards: list[WorkerCard], by_family: dict[str, list[dict]]) -> dict[str, dict]:
+def _print_question_first(
+    cards: list[WorkerCard], by_family: dict[str, list[dict]], temperature: float
+) -> dict[str, dict]:
     names = [c.name for c in cards]
     print(f"| kind | n | question as first subtask | {' | '.join(names)} (given it) | below 1/2 | to a tool at T |")
     print("|---|---|---|" + "---|" * (len(names) + 2))
     summary = {}
     for fam, rows in by_family.items():
-        s = summary[fam] = summarise_question_first(cards, rows)
+        s = summary[fam] = summarise_question_first(cards, rows, temperature)
         cells = " | ".join(f"{s[n]:.2f}" for n in names)
         print(
             f"| {fam} | {len(rows)} | {s['question_first']:.2f} | {cells} | {s['over_half_to_tools']:.0f} | "
