@@ -145,8 +145,8 @@ class ConductorSpec(ModelSpec):
     plan_order: PlanOrder = Field(
         "workers-first",
         description="The order this Conductor writes a plan's lists in (its grammar and prompt hold it): "
-        "`workers-first` (model_id, subtasks, access_list: the paper's) or `subtasks-first`; a trained policy "
-        "is served in the order it was trained on (`conductor train warmup --plan-order`).",
+        "`workers-first` (model_id, subtasks, access_list: the paper's) or `subtasks-first`. A warm-up writes "
+        "its examples in this order and records it; an adapter whose record says another order is refused.",
     )
 
     @field_validator("model")

@@ -117,7 +117,7 @@ def build_examples(
     for i in range(n):
         problem = problems[i % len(problems)]
         checked = calculator_plan(problem, workers) if rng.random() < verified_share else None
-        text, expected = checked or synthetic_plan(workers, rng)
+        _, expected = checked or synthetic_plan(workers, rng)
         text = expected.to_python(order)
         if parse_workflow(text, pool_size=len(workers), max_steps=max_steps) != expected:
             raise TrainingError(f"a synthetic plan does not round-trip through the parser: {text[:200]}")
