@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from conductor.config.pool import Pool, load_pool
 from conductor.config.settings import Settings
 from conductor.domain.inputs import read_problems
 from conductor.domain.problem import Problem
-from conductor.domain.prompts import WorkerCard, build_plan_messages
+from conductor.domain.prompts import WorkerCard
 from conductor.inference.local_backend import LocalModel
 from conductor.inference.local_model import local_model_path
 from reward_pipeline.training.routes import MODEL_SUBTASK
@@ -71,7 +72,7 @@ def route_probs(model: LocalModel, pool: Pool, ids: list[int], question: str, *,
     masks every other token there)."""
     import torch
 
-    messages = build_plan_messages(question, pool.cards(), max_steps=max_steps, style=pool.conductor.prompt)
+    messages = pool.conductor.plan_messages(question, pool.cards(), max_steps=max_steps)
     text = model.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + PLAN_PREFIX
     inputs = model.tokenizer(text, return_tensors="pt")
     with torch.no_grad():
@@ -87,28 +88,26 @@ def question_first(
     (at temperature 1 and at ``temperature``), and the ids it gives that subtask (renormalised over the ids)."""
     import torch
 
-    messages = build_plan_messages(
-        question, pool.cards(), max_steps=max_steps, style=pool.conductor.prompt, order="subtasks-first"
-    )
+    messages = pool.conductor.plan_messages(question, pool.cards(), max_steps=max_steps)
     prompt = model.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def encode(text: str) -> list[int]:
         return list(model.tokenizer.encode(text, add_special_tokens=False))
 
     head, prefix = encode(prompt), encode(SUBTASKS_PREFIX)
-    opening = encode(SUBTASKS_PREFIX + QUESTION_OPENING)
-    if opening[: len(prefix)] != prefix:
+    # The whole one-step model plan up to its id: its opening tokens are the route, its last position the id.
+    step = encode(f"{SUBTASKS_PREFIX} [{MODEL_SUBTASK!r}]\nmodel_id = [")
+    route = encode(SUBTASKS_PREFIX + QUESTION_OPENING)[len(prefix) :]
+    if step[: len(prefix) + len(route)] != prefix + route:
         raise SystemExit("the tokenizer merges the plan's opening with the subtask: the route is not read apart")
-    route = opening[len(prefix) :]
-    whole_model_step = encode(f"{SUBTASKS_PREFIX} [{MODEL_SUBTASK!r}]\nmodel_id = [")
     with torch.no_grad():
-        logits = model.model(input_ids=torch.tensor([head + opening])).logits[0].float()
-        last = model.model(input_ids=torch.tensor([head + whole_model_step])).logits[0, -1]
+        logits = model.model(input_ids=torch.tensor([head + step])).logits[0].float()
     # The logits at position k predict token k + 1: those of the route tokens start one before them.
     first = len(head) + len(prefix) - 1
     steps, token = logits[first : first + len(route)], torch.tensor(route)[:, None]
     p1 = torch.softmax(steps, dim=-1).gather(1, token).prod().item()
     pt = torch.softmax(steps / max(temperature, 1e-6), dim=-1).gather(1, token).prod().item()
+    last = logits[-1]
     chosen = torch.softmax(last.float(), dim=-1)[ids]
     return {"question_first": p1, "question_first_at_t": pt, "ids_given_question": (chosen / chosen.sum()).tolist()}
 
@@ -178,9 +177,28 @@ def main() -> None:
                 rows.append(row)
     print(f"adapter: {adapter}; sampling temperature {temperature}; plans {pool.conductor.plan_order}")
     if subtasks_first:
-        summary = _print_question_first(cards, by_family, temperature)
+        summary = _table(
+            cards,
+            by_family,
+            lambda rows: summarise_question_first(cards, rows, temperature),
+            before=[("question as first subtask", "question_first", ".2f")],
+            given=" (given it)",
+            after=[("below 1/2", "over_half_to_tools", ".0f"), ("to a tool at T", "expected_to_tools", ".1f")],
+        )
     else:
-        summary = _print_workers_first(cards, by_family, temperature)
+        summary = _table(
+            cards,
+            by_family,
+            lambda rows: summarise(cards, rows, temperature),
+            before=[],
+            given="",
+            after=[
+                ("tools", "tools", ".2f"),
+                ("tool mass > 1/2", "over_half_to_tools", ".0f"),
+                ("to a tool at T", "expected_to_tools", ".1f"),
+                ("one model id", "expected_to_tools_one_model_id", ".1f"),
+            ],
+        )
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         record = {
@@ -193,37 +211,32 @@ def main() -> None:
         (args.out / "route_probs.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
-def _print_question_first(
-    cards: list[WorkerCard], by_family: dict[str, list[dict]], temperature: float
-) -> dict[str, dict]:
-    names = [c.name for c in cards]
-    print(f"| kind | n | question as first subtask | {' | '.join(names)} (given it) | below 1/2 | to a tool at T |")
-    print("|---|---|---|" + "---|" * (len(names) + 2))
-    summary = {}
-    for fam, rows in by_family.items():
-        s = summary[fam] = summarise_question_first(cards, rows, temperature)
-        cells = " | ".join(f"{s[n]:.2f}" for n in names)
-        print(
-            f"| {fam} | {len(rows)} | {s['question_first']:.2f} | {cells} | {s['over_half_to_tools']:.0f} | "
-            f"{s['expected_to_tools']:.1f} |"
-        )
-    return summary
+Column = tuple[str, str, str]  # (header, summary key, format)
 
 
-def _print_workers_first(
-    cards: list[WorkerCard], by_family: dict[str, list[dict]], temperature: float
+def _table(
+    cards: list[WorkerCard],
+    by_family: dict[str, list[dict]],
+    summarise_kind: Callable[[list[dict]], dict[str, float]],
+    *,
+    before: list[Column],
+    given: str,
+    after: list[Column],
 ) -> dict[str, dict]:
+    """Prints one row a kind (its columns, then each worker's mean, then the rest) and returns the summaries."""
     names = [c.name for c in cards]
-    print(f"| kind | n | {' | '.join(names)} | tools | tool mass > 1/2 | to a tool at T | one model id |")
-    print("|---|---|" + "---|" * (len(names) + 4))
+    headers = [h for h, _, _ in before] + [" | ".join(names) + given] + [h for h, _, _ in after]
+    print(f"| kind | n | {' | '.join(headers)} |")
+    print("|---|---|" + "---|" * (len(before) + len(names) + len(after)))
     summary = {}
     for fam, rows in by_family.items():
-        s = summary[fam] = summarise(cards, rows, temperature)
-        cells = " | ".join(f"{s[n]:.2f}" for n in names)
-        print(
-            f"| {fam} | {len(rows)} | {cells} | {s['tools']:.2f} | {s['over_half_to_tools']:.0f} | "
-            f"{s['expected_to_tools']:.1f} | {s['expected_to_tools_one_model_id']:.1f} |"
+        s = summary[fam] = summarise_kind(rows)
+        cells = (
+            [f"{s[k]:{f}}" for _, k, f in before]
+            + [f"{s[n]:.2f}" for n in names]
+            + [f"{s[k]:{f}}" for _, k, f in after]
         )
+        print(f"| {fam} | {len(rows)} | {' | '.join(cells)} |")
     return summary
 
 

@@ -22,7 +22,6 @@ from conductor.config.pool import ModelSpec, Pool
 from conductor.config.settings import Settings
 from conductor.domain.effort import knob
 from conductor.domain.problem import Problem
-from conductor.domain.prompts import build_plan_messages
 from conductor.store.models import Job
 
 HISTORY = 200
@@ -149,9 +148,7 @@ def _recent(sessions: sessionmaker[Session], effort: str) -> list[Job]:
 
 def _upper_bound(pool: Pool, question: str, max_steps: int, replans: int, unknown: list[str]) -> Cost:
     cost = Cost()
-    prompt = build_plan_messages(
-        question, pool.cards(), max_steps=max_steps, style=pool.conductor.prompt, order=pool.conductor.plan_order
-    )
+    prompt = pool.conductor.plan_messages(question, pool.cards(), max_steps=max_steps)
     plan_tokens = sum(len(str(m.get("content", ""))) for m in prompt) / CHARS_PER_TOKEN
     prices = token_prices(pool.conductor)
     if prices is None:

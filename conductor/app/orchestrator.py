@@ -14,7 +14,7 @@ from conductor.domain.answer_format import AnswerFormat
 from conductor.domain.effects import Effects, RoundTask
 from conductor.domain.errors import AnswerFormatError, ModelCallError, RateLimited
 from conductor.domain.plan_grammar import PlanGrammar
-from conductor.domain.prompts import build_plan_messages, build_replan_messages, build_step_messages
+from conductor.domain.prompts import build_step_messages
 from conductor.domain.states import RoundKind
 from conductor.engine import Engine, PlanRecord
 from conductor.inference.completion import Completion
@@ -53,29 +53,19 @@ class Orchestrator:
     def _plan_messages(self, task: RoundTask) -> list[dict[str, Any]]:
         cards, conductor = self.pool.cards(), self.pool.conductor
         if task.kind == RoundKind.REPLAN and task.previous is not None:
-            return build_replan_messages(
+            return conductor.replan_messages(
                 task.question,
                 cards,
                 previous=task.previous,
                 previous_answer=task.previous_answer or "",
                 max_steps=task.max_steps,
-                style=conductor.prompt,
-                order=conductor.plan_order,
             )
-        return build_plan_messages(
-            task.question, cards, max_steps=task.max_steps, style=conductor.prompt, order=conductor.plan_order
-        )
+        return conductor.plan_messages(task.question, cards, max_steps=task.max_steps)
 
     def _plan_grammar(self, task: RoundTask) -> PlanGrammar:
         """The plans the engine's parser will accept for this round, sized to the Conductor's token cap."""
-        conductor = self.pool.conductor
-        return PlanGrammar.for_round(
-            len(self.pool.cards()),
-            max_steps=task.max_steps,
-            max_tokens=conductor.max_tokens,
-            prompt_style=conductor.prompt,
-            replan=task.kind == RoundKind.REPLAN,
-            order=conductor.plan_order,
+        return self.pool.conductor.plan_grammar(
+            len(self.pool.cards()), max_steps=task.max_steps, replan=task.kind == RoundKind.REPLAN
         )
 
     def run_step(self, step_id: int, host: str = "", requeue_after: float | None = None) -> Effects:

@@ -17,9 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from conductor.config.mcp_servers import McpServerSpec
 from conductor.domain.errors import ConfigError
 from conductor.domain.mcp_tools import MCP_PROVIDER, split_model, undescribed
-from conductor.domain.prompts import WorkerCard
+from conductor.domain.plan_grammar import PlanGrammar
+from conductor.domain.prompts import WorkerCard, build_plan_messages, build_replan_messages
 from conductor.domain.tools import TOOL_PROVIDER, TOOLS
-from conductor.domain.workflow import PlanOrder
+from conductor.domain.workflow import PlanOrder, Workflow
 
 CONFIG_DIR = Path(__file__).resolve().parent
 BUNDLED = CONFIG_DIR / "pools"
@@ -161,6 +162,35 @@ class ConductorSpec(ModelSpec):
             return None
         path = Path(self.adapter)
         return path if path.is_absolute() else (CONFIG_DIR / path).resolve()
+
+    # A round's prompt and grammar as this Conductor is asked and held: its prompt style and plan order travel
+    # together, so every caller (rounds, the gate's probe, estimates, benchmarks) asks it the same way.
+    def plan_messages(self, question: str, cards: list[WorkerCard], *, max_steps: int) -> list[dict[str, Any]]:
+        return build_plan_messages(question, cards, max_steps=max_steps, style=self.prompt, order=self.plan_order)
+
+    def replan_messages(
+        self, question: str, cards: list[WorkerCard], *, previous: Workflow, previous_answer: str, max_steps: int
+    ) -> list[dict[str, Any]]:
+        return build_replan_messages(
+            question,
+            cards,
+            previous=previous,
+            previous_answer=previous_answer,
+            max_steps=max_steps,
+            style=self.prompt,
+            order=self.plan_order,
+        )
+
+    def plan_grammar(self, pool_size: int, *, max_steps: int, replan: bool) -> PlanGrammar:
+        """The plans the parser will accept from one round, sized to this Conductor's token cap."""
+        return PlanGrammar.for_round(
+            pool_size,
+            max_steps=max_steps,
+            max_tokens=self.max_tokens,
+            prompt_style=self.prompt,
+            replan=replan,
+            order=self.plan_order,
+        )
 
 
 class Pool(BaseModel):

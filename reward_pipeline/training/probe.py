@@ -14,9 +14,7 @@ from typing import Any
 
 from conductor.domain.errors import PlanParseError
 from conductor.domain.parser import parse_workflow
-from conductor.domain.plan_grammar import PlanGrammar
 from conductor.domain.problem import Problem
-from conductor.domain.prompts import build_plan_messages
 from conductor.inference.gateway import Gateway
 
 
@@ -51,17 +49,8 @@ def first_plan(gateway: Gateway, problem: Problem, *, max_steps: int = 5) -> tup
     pool = gateway.pool
     cards = pool.cards()
     max_steps = pool.step_cap(max_steps)
-    grammar = PlanGrammar.for_round(
-        len(cards),
-        max_steps=max_steps,
-        max_tokens=pool.conductor.max_tokens,
-        prompt_style=pool.conductor.prompt,
-        replan=False,
-        order=pool.conductor.plan_order,
-    )
-    messages = build_plan_messages(
-        problem.question, cards, max_steps=max_steps, style=pool.conductor.prompt, order=pool.conductor.plan_order
-    )
+    grammar = pool.conductor.plan_grammar(len(cards), max_steps=max_steps, replan=False)
+    messages = pool.conductor.plan_messages(problem.question, cards, max_steps=max_steps)
     completion = gateway.call_conductor(messages, grammar=grammar)
     try:
         return parse_workflow(completion.text, pool_size=len(cards), max_steps=max_steps), completion.completion_tokens

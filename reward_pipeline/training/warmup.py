@@ -49,8 +49,8 @@ class WarmupConfig:
     lora: LoraSpec = field(default_factory=LoraSpec)
 
 
-def synthetic_plan(workers: Sequence[WorkerCard], rng: random.Random) -> tuple[str, Workflow]:
-    """One fenced workflow, worker ids drawn from the pool; the question is written as a reference, so the
+def synthetic_plan(workers: Sequence[WorkerCard], rng: random.Random) -> Workflow:
+    """One workflow, worker ids drawn from the pool; the question is written as a reference, so the
     plan fits any question (the prompt it is paired with carries the question itself)."""
     # The question is referenced, never copied: copies were what broke and bloated plans (prompts.QUESTION_REF).
     q = QUESTION_REF
@@ -81,11 +81,10 @@ def synthetic_plan(workers: Sequence[WorkerCard], rng: random.Random) -> tuple[s
             expression_route_subtasks(q),
             [[], "all"],
         )
-    # No thought before the block: a 135M model gains nothing from it and it costs tokens to learn.
-    return wf.to_python(), wf
+    return wf
 
 
-def calculator_plan(problem: Problem, workers: Sequence[WorkerCard]) -> tuple[str, Workflow] | None:
+def calculator_plan(problem: Problem, workers: Sequence[WorkerCard]) -> Workflow | None:
     """The one-step plan that gives the pool's calculator the problem's expression, if the calculator
     then answers the reference; None when there is no calculator, no expression or no match."""
     expression = problem.metadata.get("expression")
@@ -96,8 +95,7 @@ def calculator_plan(problem: Problem, workers: Sequence[WorkerCard]) -> tuple[st
         return None
     if not verified(expression, problem.answer):
         return None
-    wf = Workflow.from_lists([tool], [expression], [[]])
-    return wf.to_python(), wf
+    return Workflow.from_lists([tool], [expression], [[]])
 
 
 def build_examples(
@@ -117,7 +115,8 @@ def build_examples(
     for i in range(n):
         problem = problems[i % len(problems)]
         checked = calculator_plan(problem, workers) if rng.random() < verified_share else None
-        _, expected = checked or synthetic_plan(workers, rng)
+        expected = checked or synthetic_plan(workers, rng)
+        # No thought before the block: a 135M model gains nothing from it and it costs tokens to learn.
         text = expected.to_python(order)
         if parse_workflow(text, pool_size=len(workers), max_steps=max_steps) != expected:
             raise TrainingError(f"a synthetic plan does not round-trip through the parser: {text[:200]}")

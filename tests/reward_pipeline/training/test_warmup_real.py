@@ -47,7 +47,9 @@ def test_a_warmup_on_verified_calculator_plans_makes_them_likelier_on_questions_
         plans = [calculator_plan(p, POOL.cards()) for p in unseen]
         # (each question's mean logprob per token, summed over the questions)
         return sum(
-            _plan_logprob(model, tokenizer, p.question, plan[0]) for p, plan in zip(unseen, plans, strict=True) if plan
+            _plan_logprob(model, tokenizer, p.question, plan.to_python())
+            for p, plan in zip(unseen, plans, strict=True)
+            if plan
         )
 
     before, after = summed_logprob(None), summed_logprob(tmp_path / "adapter")
